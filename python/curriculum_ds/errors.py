@@ -1,0 +1,46 @@
+"""The curriculum_ds exception hierarchy.
+
+Every error the package raises on purpose derives from :class:`CurriculumError`, so a caller can
+catch them all at once; the CLI turns one into a single clean line and exit code 1. The Rust
+extension raises the classes below (it imports them from this module, polars-style), so a kernel
+error is an ordinary, picklable Python exception, never a ``PanicException``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BucketingError",
+    "ConfigError",
+    "CurriculumError",
+    "DataError",
+    "ResumeError",
+    "SamplingError",
+]
+
+
+class CurriculumError(Exception):
+    """Base class of every error curriculum_ds raises on purpose."""
+
+
+class BucketingError(CurriculumError):
+    """Percentile bucketing failed: empty window, NaN value, bad number of buckets."""
+
+
+class SamplingError(CurriculumError):
+    """A sampler was given bad weights (negative, NaN, all zero) or a bad size."""
+
+
+class ConfigError(CurriculumError):
+    """The ``curriculum`` section (or the ds_config around it) is invalid.
+
+    The message is one line that starts with the JSON path of the offending field, e.g.
+    ``curriculum.schedule[1] ("mix").duration: ...``.
+    """
+
+
+class ResumeError(CurriculumError):
+    """A checkpoint cannot be resumed under the current schedule (names the phase and field)."""
+
+
+class DataError(CurriculumError):
+    """Input data is missing, unreadable or malformed (names the file and the problem)."""
