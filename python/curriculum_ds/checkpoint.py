@@ -1,0 +1,58 @@
+"""Read the curriculum state of a DeepSpeed checkpoint folder without starting DeepSpeed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from curriculum_ds.errors import ResumeError
+
+if TYPE_CHECKING:
+    from curriculum_ds.config import RunConfig
+
+__all__ = ["read_curriculum_state", "resume_verdict"]
+
+
+def _tag_dir(ckpt: Path) -> Path:
+    """``ckpt`` may be a checkpoints folder (with ``latest``) or one tag folder."""
+    latest = ckpt / "latest"
+    if latest.is_file():
+        return ckpt / latest.read_text().strip()
+    if any(ckpt.glob("*model_states.pt")):
+        return ckpt
+    raise ResumeError(f"{ckpt}: not a DeepSpeed checkpoint folder (no `latest`, no *model_states.pt)")
+
+
+def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
+    """The tag and the saved ``curriculum`` client state (None for a run without curriculum).
+
+    Raises:
+        ResumeError: If the folder holds no readable DeepSpeed checkpoint.
+    """
+    import torch  # noqa: PLC0415
+
+    tag_dir = _tag_dir(ckpt)
+    files = sorted(tag_dir.glob("*mp_rank_00_model_states.pt"))
+    if not files:
+        raise ResumeError(f"{tag_dir}: no mp_rank_00 model states file")
+    try:
+        state = torch.load(files[0], map_location="cpu", weights_only=False)
+    except Exception as exc:  # a truncated or foreign file: one line, not a traceback
+        raise ResumeError(f"{files[0]}: cannot be read ({type(exc).__name__}: {exc})") from None
+    return tag_dir.name, state.get("curriculum")
+
+
+def resume_verdict(run: RunConfig, ckpt: Path) -> str:
+    """What resuming ``ckpt`` under ``run`` would do, as text; raises ResumeError if refused."""
+    from curriculum_ds.schedule import check_resume  # noqa: PLC0415
+
+    tag, saved = read_curriculum_state(ckpt)
+    if saved is None:
+        return (f"resume from {tag}: checkpoint has no curriculum state; the schedule starts at "
+                f"phase 0 ({run.curriculum.schedule[0].name!r}) and the step count is kept")
+    plan = check_resume(run.curriculum, saved)
+    phases = run.curriculum.schedule
+    where = "the end of the schedule" if plan.phase_idx >= len(phases) else (
+        f"phase {plan.phase_idx} ({phases[plan.phase_idx].name!r})"
+        + (" from its start" if plan.is_new_phase else f" at {plan.phase_progress} into it"))
+    return f"resume from {tag} (step {saved['global_step']}): OK, continues in {where}"

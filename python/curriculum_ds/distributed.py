@@ -1,0 +1,85 @@
+"""Process-environment setup for DeepSpeed, torchrun and mosaicml-streaming.
+
+Everything here runs before ``deepspeed`` or ``streaming`` is imported by the training entry point,
+because both read their environment at import or construction time.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["LocalRankError", "prepare_environment", "resolve_local_rank"]
+
+
+class LocalRankError(ValueError):
+    """``--local_rank`` and the ``LOCAL_RANK`` environment variable disagree."""
+
+
+def resolve_local_rank(cli_local_rank: int | None) -> int:
+    """Return this process's local rank and make ``LOCAL_RANK`` agree with it.
+
+    DeepSpeed's launcher appends ``--local_rank=K`` to the module's arguments and also exports
+    ``LOCAL_RANK=K``; with ``--no_local_rank`` (and under torchrun) only the environment variable is
+    set. The argument wins when the variable is absent; when both are present they must agree.
+
+    Args:
+        cli_local_rank: The value of ``--local_rank`` (``None`` when not given).
+
+    Returns:
+        The local rank, an int ≥ 0 (0 for a plain single-process run).
+
+    Raises:
+        LocalRankError: If ``--local_rank`` and ``LOCAL_RANK`` are both set and differ, or negative.
+    """
+    env = os.environ.get("LOCAL_RANK")
+    if cli_local_rank is None:
+        local_rank = int(env) if env is not None else 0
+    else:
+        if env is not None and int(env) != cli_local_rank:
+            raise LocalRankError(
+                f"--local_rank={cli_local_rank} disagrees with LOCAL_RANK={env} in the environment"
+            )
+        local_rank = cli_local_rank
+    if local_rank < 0:
+        raise LocalRankError(f"local rank must be >= 0, got {local_rank}")
+    os.environ["LOCAL_RANK"] = str(local_rank)
+    return local_rank
+
+
+def prepare_environment() -> bool:
+    """Set what DeepSpeed and mosaicml-streaming need before either is imported.
+
+    * No CUDA device: ``DS_ACCELERATOR=cpu`` (DeepSpeed's CPU accelerator, which falls back to the
+      gloo backend when oneCCL is not installed), unless the user chose an accelerator.
+    * ``LOCAL_WORLD_SIZE`` for mosaicml-streaming, which DeepSpeed's launcher does not set (it sets
+      ``LOCAL_SIZE``); without it every rank believes it is a node leader and shared-memory setup
+      collides. Taken from ``LOCAL_SIZE``, else ``WORLD_SIZE`` (single node), else 1.
+    * Single-process runs (``python -m curriculum_ds.train`` without a launcher) get the rendezvous
+      variables of a world of one.
+
+    Returns:
+        True when a CUDA device is available.
+    """
+    import torch  # noqa: PLC0415  (torch is heavy; the CLI imports this module lazily)
+
+    has_cuda = torch.cuda.is_available()
+    if not has_cuda:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    if "LOCAL_WORLD_SIZE" not in os.environ:
+        os.environ["LOCAL_WORLD_SIZE"] = os.environ.get(
+            "LOCAL_SIZE", os.environ.get("WORLD_SIZE", "1")
+        )
+    if "WORLD_SIZE" not in os.environ:
+        os.environ.update(
+            {"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1"}
+        )
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    return has_cuda
+
+
+def _free_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,62 @@
+"""Append-only JSONL files of the run directory (metrics, history, sample trace).
+
+A line is written with one ``write`` of a complete ``...\\n`` string and flushed, so a crash leaves
+at most one partial last line; :func:`truncate_jsonl` removes such a line (and, on resume, every
+line past the checkpoint's step) so that what remains always reads as valid JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["JsonlWriter", "read_jsonl", "truncate_jsonl"]
+
+
+class JsonlWriter:
+    """Appends one JSON object per line to ``path`` (created with its parent folder)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115  (closed in close())
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append ``record`` as one line and flush it to the OS."""
+        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Flush, fsync and close."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read all complete JSON lines of ``path``; a partial or corrupt last line is ignored."""
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return records
+
+
+def truncate_jsonl(path: Path, max_step: int) -> None:
+    """Keep the complete lines of ``path`` whose ``step`` is ≤ ``max_step`` (atomic rewrite)."""
+    if not path.exists():
+        return
+    kept = [r for r in read_jsonl(path) if int(r.get("step", 0)) <= max_step]
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in kept)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

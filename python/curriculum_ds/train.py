@@ -1,0 +1,423 @@
+"""Training entry point: ``deepspeed --num_gpus N --module curriculum_ds.train --deepspeed_config ds.json``.
+
+One loop owns the optimizer step: it draws the step's global batch from the current phase's
+loader (every rank computes the same batch and takes its slice), runs the micro-batches through
+the DeepSpeed engine with the token-weighted loss, feeds the per-sample losses to the dynamic
+re-weighting, advances the phase at the exact cumulative boundary, logs, and checkpoints through
+DeepSpeed with the curriculum state in ``client_state``.
+
+Also runs as ``python -m curriculum_ds.train ...`` (one process) and under torchrun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from curriculum_ds.config import RunConfig
+
+__all__ = ["build_parser", "main", "parse_args"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the training module (DeepSpeed launcher compatible)."""
+    p = argparse.ArgumentParser(
+        prog="python -m curriculum_ds.train",
+        description="Curriculum training on DeepSpeed; launch with "
+        "`deepspeed --num_gpus N --module curriculum_ds.train --deepspeed_config ds.json ...`.",
+    )
+    p.add_argument("--deepspeed_config", "--deepspeed-config", type=Path, required=True,
+                   help="ds_config JSON with a `curriculum` section")
+    p.add_argument("--run-dir", "--run_dir", type=Path, required=True,
+                   help="where metrics.jsonl, curriculum_history.jsonl and checkpoints/ go")
+    p.add_argument("--model", default=None,
+                   help="local HF model folder; default: a small GPT-2 built from a config")
+    p.add_argument("--save-interval", type=int, default=0,
+                   help="checkpoint every N optimizer steps (0: only at the end)")
+    p.add_argument("--resume", default=None,
+                   help="`auto` (latest checkpoint of --run-dir, if any) or a checkpoint folder")
+    p.add_argument("--trace-samples", action="store_true",
+                   help="write sample_trace.jsonl: the global batch of every step")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help="stop after this global step (a checkpoint is written), for smoke runs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--local_rank", "--local-rank", type=int, default=None,
+                   help="set by the DeepSpeed launcher; must agree with LOCAL_RANK")
+    p.add_argument("--deepspeed", action="store_true", help="accepted for DeepSpeed compatibility")
+    # Fault injection for the resume tests: SIGKILL this process at a precise point.
+    p.add_argument("--kill-after-step", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--kill-during-save", type=int, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the module's arguments and reconcile ``--local_rank`` with ``LOCAL_RANK``.
+
+    Raises:
+        SystemExit: On a usage error (argparse's exit code 2).
+        curriculum_ds.distributed.LocalRankError: If the two local ranks disagree.
+    """
+    from curriculum_ds.distributed import resolve_local_rank  # noqa: PLC0415
+
+    args = build_parser().parse_args(argv)
+    args.local_rank = resolve_local_rank(args.local_rank)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run training; returns the process exit code (0 ok, 1 refused config/resume)."""
+    from curriculum_ds.config import load_config  # noqa: PLC0415
+    from curriculum_ds.distributed import LocalRankError, prepare_environment  # noqa: PLC0415
+    from curriculum_ds.errors import CurriculumError  # noqa: PLC0415
+
+    try:
+        args = parse_args(argv)
+        run = load_config(args.deepspeed_config)  # refused here, before any rank trains
+    except (CurriculumError, LocalRankError) as exc:
+        print(f"curriculum_ds: error: {exc}", file=sys.stderr)
+        return 1
+    has_cuda = prepare_environment()
+    try:
+        return Trainer(args, run, has_cuda=has_cuda).train()
+    except CurriculumError as exc:
+        print(f"curriculum_ds: error: {exc}", file=sys.stderr)
+        return 1
+
+
+class Trainer:
+    """The training loop. Built after the environment is prepared (imports DeepSpeed)."""
+
+    def __init__(self, args: argparse.Namespace, run: RunConfig, *, has_cuda: bool):
+        import deepspeed  # noqa: PLC0415
+        import torch  # noqa: PLC0415
+        import torch.distributed as dist  # noqa: PLC0415
+
+        from curriculum_ds.dynamic import DynamicReweighter  # noqa: PLC0415
+        from curriculum_ds.schedule import PhaseSchedule  # noqa: PLC0415
+
+        self.args = args
+        self.run = run
+        self.cfg = run.curriculum
+        self.torch = torch
+        self.dist = dist
+        if has_cuda:
+            torch.cuda.set_device(args.local_rank)
+        deepspeed.init_distributed(verbose=False)
+        self.dp_rank = dist.get_rank()
+        self.dp_world_size = dist.get_world_size()
+        self.is_main = self.dp_rank == 0
+        self.micro_batch_size = run.micro_batch_size
+        self.gradient_accumulation_steps = run.gradient_accumulation_steps
+        self.global_batch_size = run.global_batch_size(self.dp_world_size)
+        self.schedule = PhaseSchedule(self.cfg)
+        self.run_dir: Path = args.run_dir
+        self.ckpt_dir = self.run_dir / "checkpoints"
+
+        torch.manual_seed(self.cfg.seed)  # model init only; the data order uses no global RNG
+        model = build_model(args.model, self.cfg, max(p.train_loader.max_seq_len for p in self.cfg.schedule))
+        ds_config = dict(run.ds_config)
+        ds_config["train_batch_size"] = self.global_batch_size
+        self.engine, *_ = deepspeed.initialize(
+            model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
+            config=ds_config,
+        )
+        self.device = self.engine.device
+        self.dynamic = DynamicReweighter(self.cfg.dynamic, seed=self.cfg.seed) if self.cfg.dynamic.enabled else None
+
+    # ------------------------------------------------------------------------------------ run
+    def train(self) -> int:
+        """Run the schedule to its end (or ``--max-steps``); returns the exit code."""
+        from curriculum_ds.loader import PhaseLoader  # noqa: PLC0415
+        from curriculum_ds.runlog import JsonlWriter, truncate_jsonl  # noqa: PLC0415
+
+        state = self._resume()
+        self.global_step: int = state["global_step"]
+        self.consumed_tokens: int = state["consumed_tokens"]
+        self.consumed_samples: int = state["consumed_samples"]
+        self.progress: int | Fraction = state["progress"]
+        loader_state = state.get("loader")
+
+        metrics = history = trace = None
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            for name in ("metrics.jsonl", "curriculum_history.jsonl", "sample_trace.jsonl"):
+                # a resumed run continues the files from the checkpoint's step; a fresh one starts anew
+                truncate_jsonl(self.run_dir / name, self.global_step if state["resumed"] else -1)
+            metrics = JsonlWriter(self.run_dir / "metrics.jsonl")
+            history = JsonlWriter(self.run_dir / "curriculum_history.jsonl") if self.dynamic else None
+            trace = JsonlWriter(self.run_dir / "sample_trace.jsonl") if self.args.trace_samples else None
+        self.dist.barrier()
+
+        progress_bar = self._progress_bar()
+        loader: PhaseLoader | None = None
+        phase_idx = self.schedule.phase_at(self.progress)
+        start_step = self.global_step
+        last_log = time.perf_counter()
+        while phase_idx < self.schedule.num_phases:
+            if loader is None or loader.phase_idx != phase_idx:
+                if loader is not None:
+                    loader.close()
+                num_buckets = self.cfg.dynamic.num_buckets if self.dynamic else 1
+                loader = PhaseLoader(self.cfg.schedule[phase_idx], phase_idx, seed=self.cfg.seed,
+                                     num_buckets=num_buckets)
+                resumed_here = loader_state is not None and loader_state["phase_idx"] == phase_idx
+                if self.dynamic:
+                    self.dynamic.start_phase(loader, state.get("dynamic") if resumed_here else None)
+                if resumed_here:
+                    loader.load_state_dict(loader_state)
+                loader_state = None
+
+            probs = self.dynamic.probs if self.dynamic else None
+            batch = loader.next_global_batch(self.global_batch_size, probs)
+            step_tokens = loader.batch_tokens(batch)
+            result = self._train_step(loader, batch)
+            self.global_step += 1
+            self.consumed_tokens += step_tokens
+            self.consumed_samples += len(batch)
+            if self.schedule.unit == "tok":
+                self.progress += step_tokens
+            else:
+                self.progress += Fraction(len(batch), loader.samples_per_pass)
+            record_weights = None
+            if self.dynamic:
+                self.dynamic.observe(loader, batch, result["sample_losses"])
+                record_weights = self.dynamic.maybe_recompute(self.global_step, loader)
+
+            now = time.perf_counter()
+            tokens_per_s = step_tokens / max(now - last_log, 1e-9)
+            last_log = now
+            phase = self.cfg.schedule[phase_idx]
+            if self.is_main:
+                assert metrics is not None
+                metrics.write({
+                    "step": self.global_step, "phase": phase_idx, "phase_name": phase.name,
+                    "tokens": self.consumed_tokens, "samples": self.consumed_samples,
+                    "progress": str(self.progress), "loss": result["loss"],
+                    "token_loss": result["token_loss"], "valid_tokens": result["valid_tokens"],
+                    "step_tokens": step_tokens, "skipped": result["skipped"],
+                    "lr": float(self.engine.get_lr()[0]), "tokens_per_s": round(tokens_per_s, 1),
+                    "phase_epochs": round(loader.epochs_done(), 6),
+                })
+                if trace is not None:
+                    names = loader.stream_names
+                    trace.write({"step": self.global_step, "phase": phase_idx,
+                                 "samples": [[names[s], int(i)] for s, i in batch]})
+                if history is not None and record_weights is not None:
+                    history.write({"step": self.global_step, "phase": phase_idx,
+                                   "phase_name": phase.name, **record_weights})
+            if progress_bar is not None:
+                progress_bar.update(self._progress_value(step_tokens, len(batch), loader))
+                progress_bar.set_postfix(phase=phase.name, loss=f"{result['loss']:.3f}",
+                                         tok_s=f"{tokens_per_s:,.0f}", refresh=False)
+
+            phase_idx = self.schedule.phase_at(self.progress)
+            if self.args.kill_after_step == self.global_step:
+                os.kill(os.getpid(), signal.SIGKILL)
+            stop = self.args.max_steps is not None and self.global_step >= self.args.max_steps
+            done = phase_idx >= self.schedule.num_phases
+            if (self.args.save_interval and self.global_step % self.args.save_interval == 0) or stop or done:
+                self._save(phase_idx, loader)
+            if stop:
+                break
+        if progress_bar is not None:
+            progress_bar.close()
+        for writer in (metrics, history, trace):
+            if writer is not None:
+                writer.close()
+        if self.is_main:
+            self._print_summary(start_step)
+        self.dist.barrier()
+        return 0
+
+    # ------------------------------------------------------------------------------- one step
+    def _train_step(self, loader: Any, batch: Any) -> dict[str, Any]:
+        """Forward/backward every micro-batch of this rank, then one optimizer step."""
+        from curriculum_ds.loss import per_sample_token_losses, scale_micro_batch_loss  # noqa: PLC0415
+
+        torch, dist = self.torch, self.dist
+        mode = self.cfg.loss_weighting
+        micro_batches = loader.micro_batches(batch, dp_rank=self.dp_rank, dp_world_size=self.dp_world_size,
+                                             micro_batch_size=self.micro_batch_size)
+        # Loss-bearing tokens of the whole step, counted before any forward (labels are known):
+        # one all-reduce per step over the data-parallel group, kept on device.
+        local_valid = sum(int((mb.labels[:, 1:] != -100).sum()) for mb in micro_batches)
+        global_valid = torch.tensor(local_valid, dtype=torch.int64, device=self.device)
+        dist.all_reduce(global_valid)
+        num_global_valid = int(global_valid.item())  # one host sync per step: decides a skip
+        per_rank = len(batch) // self.dp_world_size
+        sample_losses = torch.full((per_rank,), float("nan"), dtype=torch.float64, device=self.device)
+        # [sum of token losses (nats), sum of micro-batch mean losses / GAS] of this rank
+        stats = torch.zeros(2, dtype=torch.float64, device=self.device)
+        skipped = num_global_valid == 0
+        if not skipped:
+            for mb_idx, mb in enumerate(micro_batches):
+                input_ids = mb.input_ids.to(self.device)
+                labels = mb.labels.to(self.device)
+                logits = self.engine(input_ids=input_ids,
+                                     attention_mask=mb.attention_mask.to(self.device)).logits
+                loss_sums, num_valid = per_sample_token_losses(logits, labels)
+                loss = scale_micro_batch_loss(loss_sums.sum(), num_valid.sum(), mode=mode,
+                                              global_valid_tokens=global_valid,
+                                              dp_world_size=self.dp_world_size)
+                # token mode: our factor already is the whole normalisation, so DeepSpeed's 1/GAS is off
+                self.engine.backward(loss, scale_wrt_gas=(mode == "sample"))
+                self.engine.step()
+                with torch.no_grad():
+                    lo = mb_idx * self.micro_batch_size
+                    sample_losses[lo : lo + len(num_valid)] = torch.where(
+                        num_valid > 0, loss_sums.double() / num_valid.clamp(min=1), float("nan"))
+                    stats[0] += loss_sums.sum().double()
+                    stats[1] += (loss_sums.sum() / num_valid.sum().clamp(min=1)).double() / len(micro_batches)
+        dist.all_reduce(stats)
+        token_loss = float(stats[0]) / num_global_valid if num_global_valid else float("nan")
+        sample_loss = float(stats[1]) / self.dp_world_size
+        gathered = None
+        if self.dynamic is not None:
+            gathered_list = [torch.empty_like(sample_losses) for _ in range(self.dp_world_size)]
+            dist.all_gather(gathered_list, sample_losses)  # one collective: the step's per-sample losses
+            gathered = torch.cat(gathered_list).cpu().numpy()
+        return {
+            "loss": (token_loss if mode == "token" else sample_loss) if not skipped else None,
+            "token_loss": token_loss if not skipped else None,
+            "valid_tokens": num_global_valid,
+            "skipped": skipped,
+            "sample_losses": gathered,
+        }
+
+    # ---------------------------------------------------------------------------- checkpoints
+    def _saved_curriculum(self, phase_idx: int, loader: Any) -> dict[str, Any]:
+        from curriculum_ds.schedule import progress_to_str  # noqa: PLC0415
+
+        return {
+            "version": 1, "seed": self.cfg.seed, "unit": self.schedule.unit,
+            "progress": progress_to_str(self.progress), "phase_idx": phase_idx,
+            "phases": [p.model_dump(mode="json") for p in self.cfg.schedule],
+            "global_step": self.global_step, "consumed_tokens": self.consumed_tokens,
+            "consumed_samples": self.consumed_samples,
+            "loader": loader.state_dict(),
+            "dynamic": self.dynamic.state_dict() if self.dynamic else None,
+        }
+
+    def _save(self, phase_idx: int, loader: Any) -> None:
+        """DeepSpeed checkpoint with the curriculum in client_state; `latest` written last, atomically."""
+        tag = f"global_step{self.global_step}"
+        self.engine.save_checkpoint(str(self.ckpt_dir), tag=tag, save_latest=False,
+                                    client_state={"curriculum": self._saved_curriculum(phase_idx, loader)})
+        if self.args.kill_during_save == self.global_step:
+            os.kill(os.getpid(), signal.SIGKILL)  # the tag exists but `latest` never points at it
+        self.dist.barrier()  # every rank's shards are on disk before `latest` moves
+        if self.is_main:
+            tmp = self.ckpt_dir / "latest.tmp"
+            tmp.write_text(tag)
+            os.replace(tmp, self.ckpt_dir / "latest")
+        self.dist.barrier()
+
+    def _resume(self) -> dict[str, Any]:
+        """Load a checkpoint when asked; check the schedule against it; return the counters."""
+        from curriculum_ds.errors import ResumeError  # noqa: PLC0415
+        from curriculum_ds.schedule import check_resume, progress_from_str  # noqa: PLC0415
+
+        fresh = {"global_step": 0, "consumed_tokens": 0, "consumed_samples": 0,
+                 "progress": 0 if self.schedule.unit == "tok" else Fraction(0), "resumed": False}
+        if not self.args.resume:
+            return fresh
+        if self.args.resume == "auto":
+            load_dir = self.ckpt_dir
+            if not (load_dir / "latest").is_file():
+                return fresh
+        else:
+            load_dir = Path(self.args.resume)
+            if not (load_dir / "latest").is_file():
+                raise ResumeError(f"--resume {load_dir}: no `latest` file in that checkpoint folder")
+        tag = (load_dir / "latest").read_text().strip()
+        load_path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag)
+        if load_path is None:
+            raise ResumeError(f"--resume {load_dir}: DeepSpeed could not load checkpoint {tag!r}")
+        saved = (client_state or {}).get("curriculum")
+        if saved is None:
+            # a DeepSpeed run without curriculum: start the schedule, keep its step count
+            return {**fresh, "global_step": int(self.engine.global_steps), "resumed": True}
+        plan = check_resume(self.cfg, saved)
+        return {
+            "global_step": int(saved["global_step"]),
+            "consumed_tokens": int(saved["consumed_tokens"]),
+            "consumed_samples": int(saved["consumed_samples"]),
+            "progress": progress_from_str(saved["progress"], self.schedule.unit),
+            "loader": None if plan.is_new_phase else saved.get("loader"),
+            "dynamic": saved.get("dynamic"),
+            "resumed": True,
+        }
+
+    # ------------------------------------------------------------------------------- display
+    def _progress_bar(self) -> Any:
+        if not self.is_main or self.args.no_progress:
+            return None
+        from tqdm.auto import tqdm  # noqa: PLC0415
+
+        total = self.schedule.total
+        unit = "tok" if self.schedule.unit == "tok" else "ep"
+        bar = tqdm(total=float(total) if unit == "ep" else int(total), unit=unit, unit_scale=unit == "tok",
+                   dynamic_ncols=True, file=sys.stderr)
+        bar.update(float(self.progress) if unit == "ep" else int(self.progress))
+        return bar
+
+    def _progress_value(self, step_tokens: int, num_samples: int, loader: Any) -> float:
+        if self.schedule.unit == "tok":
+            return step_tokens
+        return num_samples / loader.samples_per_pass
+
+    def _print_summary(self, start_step: int) -> None:
+        lines = [
+            "",
+            f"curriculum_ds: finished at step {self.global_step} ({self.global_step - start_step} this run), "
+            f"{self.consumed_tokens:,} tokens, {self.consumed_samples:,} samples",
+            f"  metrics:     {self.run_dir / 'metrics.jsonl'}",
+            f"  checkpoints: {self.ckpt_dir}",
+        ]
+        if self.dynamic:
+            lines.append(f"  history:     {self.run_dir / 'curriculum_history.jsonl'}"
+                         f"  (plot: curriculum-ds curve {self.run_dir})")
+        if self.args.trace_samples:
+            lines.append(f"  trace:       {self.run_dir / 'sample_trace.jsonl'}")
+        print("\n".join(lines), flush=True)
+
+
+def build_model(model: str | None, cfg: Any, max_seq_len: int) -> Any:
+    """A HF causal LM: a local model folder, or a small GPT-2 built from a config (no download).
+
+    The default model has 2 layers, width 128, no dropout (modern pre-training practice, and it
+    makes micro-batch splits exactly comparable), a vocabulary sized to the data (the largest
+    ``vocab_size`` recorded by ``prepare`` over all streams of the schedule) and positions for the
+    longest ``max_seq_len`` of the schedule.
+    """
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel  # noqa: PLC0415
+
+    from curriculum_ds.data import read_stream_info  # noqa: PLC0415
+    from curriculum_ds.errors import ConfigError  # noqa: PLC0415
+
+    vocab_sizes = [read_stream_info(s.local).vocab_size for p in cfg.schedule for s in p.train_loader.streams]
+    if model is not None:
+        if not Path(model).is_dir():
+            raise ConfigError(f"--model {model}: not a local model folder (no download at run time)")
+        return AutoModelForCausalLM.from_pretrained(model)
+    known = [v for v in vocab_sizes if v is not None]
+    if not known:
+        raise ConfigError("curriculum.schedule: no stream records its vocab_size; pass --model")
+    config = GPT2Config(
+        vocab_size=max(known), n_positions=max_seq_len, n_embd=128, n_layer=2, n_head=4,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )
+    return GPT2LMHeadModel(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
