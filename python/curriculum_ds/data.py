@@ -1,0 +1,833 @@
+"""Data preparation: text, JSONL or folders of text → tokenized mosaicml-streaming (MDS) shards.
+
+The pipeline is ``read documents → tokenize (EOS appended) → split into samples of at most
+``max_seq_len`` tokens → per-sample metrics → MDSWriter``. Everything is deterministic: the same
+inputs and tokenizer give byte-identical shards, ``metrics.npz`` and ``curriculum_meta.json``.
+
+A prepared dataset directory holds, besides the MDS ``index.json`` and ``shard.*.mds`` files:
+
+* ``curriculum_meta.json`` — ``{"format": "curriculum_ds/1", "vocab_size", "eos_id", "tokenizer",
+  "max_seq_len", "min_tokens", "num_documents", "num_samples", "num_tokens", "metric_columns"}``,
+  so training can size the model's embedding without opening a shard.
+* ``metrics.npz`` — one array per metric column, in sample order (``num_tokens`` int64, the others
+  float64), so difficulty bucketing can start without scanning the shards.
+
+Per-sample metric columns (each also an MDS column):
+
+* ``num_tokens`` (int): the sample's length in tokens, EOS included. Range ``[min_tokens,
+  max_seq_len]``.
+* ``token_entropy`` (float64, bits per token): Shannon entropy of the sample's own token-id
+  frequency distribution (``-Σ p log2 p`` over the distinct ids of the sample). 0 for a sample made
+  of one repeated id; at most ``log2(min(num_tokens, vocab_size))``. Higher means more varied text.
+* ``compression_ratio`` (float64): raw-DEFLATE (zlib level 9, no header) compressed size divided by
+  raw size of the sample's non-EOS token ids, packed as uint8 for the byte tokenizer and as uint16
+  (uint32 when the vocabulary exceeds 65,536) otherwise. Lower means more redundant, easier text;
+  it is the gzip-compressibility difficulty proxy of Pandey, "gzip Predicts Data-dependent Scaling
+  Laws" (2024). Samples of a few dozen bytes sit near or above 1.0 because DEFLATE has a fixed
+  cost; compare it between samples of similar length. 1.0 for a sample that is only EOS.
+
+Loading for training goes through :func:`open_stream`, which sets ``LOCAL_WORLD_SIZE`` for
+mosaicml-streaming first (see :func:`ensure_local_world_size`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from curriculum_ds.errors import DataError
+
+if TYPE_CHECKING:
+    from streaming import StreamingDataset
+
+__all__ = [
+    "DATASET_FORMAT",
+    "EOS_TOKEN_CANDIDATES",
+    "METRIC_COLUMNS",
+    "ByteTokenizer",
+    "HFTokenizer",
+    "PrepareSummary",
+    "StreamInfo",
+    "Tokenizer",
+    "ensure_local_world_size",
+    "load_tokenizer",
+    "open_stream",
+    "prepare",
+    "read_stream_info",
+]
+
+DATASET_FORMAT = "curriculum_ds/1"
+"""Value of ``format`` in ``curriculum_meta.json``; bumped when the layout changes."""
+
+META_FILENAME = "curriculum_meta.json"
+METRICS_FILENAME = "metrics.npz"
+
+METRIC_COLUMNS: tuple[str, ...] = ("num_tokens", "token_entropy", "compression_ratio")
+"""Per-sample metric columns written by :func:`prepare`, in this order."""
+
+EOS_TOKEN_CANDIDATES: tuple[str, ...] = ("</s>", "<|endoftext|>", "[SEP]")
+"""Tokens looked up, in this order, to find a HF tokenizer's end-of-document id."""
+
+_MDS_COLUMNS = {
+    "input_ids": "ndarray:int32",
+    "num_tokens": "int",
+    "token_entropy": "float64",
+    "compression_ratio": "float64",
+}
+_JSONL_SUFFIXES = frozenset({".jsonl"})
+_HF_ENCODE_BATCH = 256  # documents per tokenizers.encode_batch call (bounded memory).
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokenizers
+# --------------------------------------------------------------------------------------------------
+
+
+class Tokenizer(Protocol):
+    """What :func:`prepare` needs from a tokenizer."""
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids; every id is in ``[0, vocab_size)``."""
+        ...
+
+    @property
+    def eos_id(self) -> int | None:
+        """Id appended after every document, or ``None`` when the tokenizer has none."""
+        ...
+
+    @property
+    def pack_dtype(self) -> type[np.unsignedinteger[Any]]:
+        """Narrowest unsigned dtype holding every non-EOS id (used by ``compression_ratio``)."""
+        ...
+
+    def describe(self) -> str | dict[str, str]:
+        """The ``tokenizer`` entry of ``curriculum_meta.json``."""
+        ...
+
+    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids of each text, EOS appended when there is one; int32, shape ``(n_i,)``."""
+        ...
+
+
+class ByteTokenizer:
+    """Byte-level tokenizer: ids 0–255 are the UTF-8 bytes, 256 is EOS; ``vocab_size`` 257.
+
+    Lossless and deterministic; needs no file. ``decode(encode(text)) == text`` for every string.
+    """
+
+    vocab_size: int = 257
+    eos_id: int = 256
+    pack_dtype = np.uint8
+
+    def encode(self, text: str) -> np.ndarray:
+        """Encode one document.
+
+        Args:
+            text: Any string.
+
+        Returns:
+            int32 array of shape ``(len(text.encode("utf-8")) + 1,)``: the UTF-8 bytes then EOS.
+        """
+        raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        ids = np.empty(raw.size + 1, dtype=np.int32)
+        ids[:-1] = raw
+        ids[-1] = self.eos_id
+        return ids
+
+    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Encode several documents; see :meth:`encode`."""
+        return [self.encode(text) for text in texts]
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        """Decode ids back to text, dropping EOS; invalid UTF-8 (a split sample) is replaced."""
+        arr = np.asarray(ids, dtype=np.int64)
+        arr = arr[arr != self.eos_id]
+        if arr.size and (arr.min() < 0 or arr.max() > 255):
+            raise ValueError(
+                f"byte tokenizer ids must be in [0, 256], got {arr.min()}..{arr.max()}"
+            )
+        return arr.astype(np.uint8).tobytes().decode("utf-8", errors="replace")
+
+    def describe(self) -> str:
+        """Return ``"byte"``, the ``tokenizer`` entry of ``curriculum_meta.json``."""
+        return "byte"
+
+
+class HFTokenizer:
+    """A Hugging Face ``tokenizer.json`` loaded with the ``tokenizers`` library (no download).
+
+    Documents are encoded without the tokenizer's own special tokens (its post-processor), then the
+    EOS id is appended: the first of :data:`EOS_TOKEN_CANDIDATES` in the vocabulary, else none.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        """Load ``path``.
+
+        Raises:
+            DataError: the file is missing, unreadable or not a tokenizer.json.
+        """
+        from tokenizers import Tokenizer as _HFTokenizer
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DataError(f"tokenizer file not found: {self.path}")
+        try:
+            data = self.path.read_bytes()
+            self._tok = _HFTokenizer.from_str(data.decode("utf-8"))
+        except Exception as err:  # tokenizers raises a bare Exception
+            msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise DataError(f"cannot load tokenizer {self.path}: {msg}") from err
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        self.vocab_size: int = int(self._tok.get_vocab_size(with_added_tokens=True))
+        if self.vocab_size < 1:
+            raise DataError(f"tokenizer {self.path} has an empty vocabulary")
+        self.eos_id: int | None = None
+        for token in EOS_TOKEN_CANDIDATES:
+            token_id = self._tok.token_to_id(token)
+            if token_id is not None:
+                self.eos_id = int(token_id)
+                break
+        if self.vocab_size > 2**31 - 1:
+            raise DataError(f"tokenizer {self.path}: vocab_size {self.vocab_size} exceeds int32")
+        self.pack_dtype = np.uint16 if self.vocab_size <= 2**16 else np.uint32
+
+    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids of each text (int32), EOS appended when the tokenizer has one."""
+        encodings = self._tok.encode_batch(list(texts), add_special_tokens=False)
+        out = []
+        for enc in encodings:
+            ids = enc.ids
+            if self.eos_id is not None:
+                ids = [*ids, self.eos_id]
+            out.append(np.asarray(ids, dtype=np.int32))
+        return out
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        """Decode ids with the tokenizer, skipping special tokens."""
+        return str(self._tok.decode([int(i) for i in ids], skip_special_tokens=True))
+
+    def describe(self) -> dict[str, str]:
+        """Return ``{"path", "sha256"}``, the ``tokenizer`` entry of ``curriculum_meta.json``."""
+        return {"path": str(self.path.resolve()), "sha256": self.sha256}
+
+
+def load_tokenizer(path: str | Path | None) -> ByteTokenizer | HFTokenizer:
+    """Return the byte tokenizer for ``None``, else the HF ``tokenizer.json`` at ``path``.
+
+    Raises:
+        DataError: the tokenizer file is missing or invalid.
+    """
+    if path is None:
+        return ByteTokenizer()
+    return HFTokenizer(path)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading documents
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _ReadStats:
+    num_skipped_files: int = 0
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except PermissionError as err:
+        raise DataError(f"cannot read {path}: permission denied") from err
+    except OSError as err:
+        raise DataError(f"cannot read {path}: {err.strerror or err}") from err
+
+
+def _decode_text(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 text (invalid byte at offset {err.start})") from err
+
+
+def _iter_jsonl(path: Path, data: bytes) -> Iterator[str]:
+    text = _decode_text(path, data)
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{lineno}: invalid JSON ({err.msg})") from err
+        if not isinstance(obj, dict):
+            raise DataError(
+                f"{path}:{lineno}: expected a JSON object with a 'text' field, "
+                f"got {type(obj).__name__}"
+            )
+        if "text" not in obj:
+            keys = ", ".join(sorted(map(str, obj))) or "none"
+            raise DataError(f"{path}:{lineno}: missing field 'text' (fields: {keys})")
+        value = obj["text"]
+        if not isinstance(value, str):
+            raise DataError(
+                f"{path}:{lineno}: field 'text' must be a string, got {type(value).__name__}"
+            )
+        yield value
+
+
+def _iter_file(path: Path, *, explicit: bool, stats: _ReadStats) -> Iterator[str]:
+    """Documents of one file; in a folder walk, binary/undecodable/unreadable files are skipped."""
+    if explicit:
+        data = _read_bytes(path)
+    else:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            stats.num_skipped_files += 1
+            return
+    if path.suffix.lower() in _JSONL_SUFFIXES:
+        yield from _iter_jsonl(path, data)
+        return
+    if not explicit:
+        if b"\0" in data:
+            stats.num_skipped_files += 1
+            return
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            stats.num_skipped_files += 1
+            return
+    else:
+        text = _decode_text(path, data)
+    yield text
+
+
+def _walk_folder(folder: Path) -> list[Path]:
+    """All files under ``folder`` (recursively), hidden entries skipped, sorted by relative path."""
+    files = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if name.startswith("."):
+                continue
+            path = Path(dirpath) / name
+            if path.is_file():
+                files.append(path)
+    files.sort(key=lambda p: p.relative_to(folder).as_posix())
+    return files
+
+
+def _check_inputs(inputs: Sequence[Path]) -> list[Path]:
+    paths = [Path(p) for p in inputs]
+    if not paths:
+        raise DataError("no inputs given: pass text files, JSONL files or folders")
+    for path in paths:
+        if not path.exists():
+            raise DataError(f"input not found: {path}")
+        if not (path.is_file() or path.is_dir()):
+            raise DataError(f"input is neither a file nor a folder: {path}")
+    return paths
+
+
+def _iter_documents(paths: Sequence[Path], stats: _ReadStats) -> Iterator[str]:
+    for path in paths:
+        if path.is_dir():
+            for file in _walk_folder(path):
+                yield from _iter_file(file, explicit=False, stats=stats)
+        else:
+            yield from _iter_file(path, explicit=True, stats=stats)
+
+
+def _batched(docs: Iterator[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for doc in docs:
+        if not doc:
+            continue  # an empty document has no content tokens
+        batch.append(doc)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# --------------------------------------------------------------------------------------------------
+# Metrics
+# --------------------------------------------------------------------------------------------------
+
+
+def token_entropy(ids: np.ndarray) -> float:
+    """Shannon entropy (bits per token) of the token-id frequencies within one sample.
+
+    Args:
+        ids: Token ids, any integer dtype, shape ``(n,)`` with ``n >= 1``.
+
+    Returns:
+        ``-Σ p log2 p`` over distinct ids; ``0.0`` for a single repeated id. Deterministic.
+    """
+    _, counts = np.unique(ids, return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log2(p)).sum()) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def compression_ratio(ids: np.ndarray, *, eos_id: int | None, pack_dtype: Any) -> float:
+    """Raw-DEFLATE (level 9) compressed size over raw size of a sample's non-EOS ids.
+
+    Args:
+        ids: Token ids, shape ``(n,)``.
+        eos_id: Id excluded before packing, or ``None``.
+        pack_dtype: Unsigned dtype the ids are packed as (uint8 for bytes).
+
+    Returns:
+        The ratio (> 0; near or above 1 for very short samples); ``1.0`` when nothing is left.
+    """
+    body = ids if eos_id is None else ids[ids != eos_id]
+    raw = np.ascontiguousarray(body, dtype=pack_dtype).tobytes()
+    if not raw:
+        return 1.0
+    comp = zlib.compressobj(level=9, wbits=-15)
+    size = len(comp.compress(raw)) + len(comp.flush())
+    return size / len(raw)
+
+
+# --------------------------------------------------------------------------------------------------
+# prepare
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrepareSummary:
+    """What :func:`prepare` wrote.
+
+    Attributes:
+        out: The dataset directory.
+        num_documents: Non-empty documents read.
+        num_samples: Samples written (MDS rows).
+        num_tokens: Tokens written, EOS included, summed over samples.
+        vocab_size: Tokenizer vocabulary size; every id is in ``[0, vocab_size)``.
+        num_skipped_files: Files skipped inside folders (binary, not UTF-8, unreadable).
+    """
+
+    out: Path
+    num_documents: int
+    num_samples: int
+    num_tokens: int
+    vocab_size: int
+    num_skipped_files: int = 0
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise DataError(f"output path exists and is not a folder: {out}")
+        if any(out.iterdir()):
+            raise DataError(f"output folder is not empty: {out}")
+
+
+def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Like ``np.savez`` but byte-deterministic (fixed zip timestamps)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, arr in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            with zf.open(info, "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+
+
+def prepare(
+    inputs: Sequence[Path],
+    out: Path,
+    *,
+    tokenizer: Path | None = None,
+    max_seq_len: int = 1024,
+    min_tokens: int = 2,
+    size_limit: int | None = None,
+    progress: bool = False,
+) -> PrepareSummary:
+    """Tokenize text into MDS shards with per-sample metric columns.
+
+    Inputs, in the order given:
+
+    * a ``.jsonl`` file: one JSON object per non-blank line, its ``text`` string is a document;
+    * any other file (``.txt``, ``.md``, ``.py``, ...): the whole file (UTF-8) is one document;
+    * a folder: every file under it, recursively, sorted by relative path, hidden entries
+      skipped, each read as above; binary (NUL byte), non-UTF-8 or unreadable files are skipped
+      and counted in ``num_skipped_files``.
+
+    Each non-empty document is tokenized (EOS appended when the tokenizer has one) and cut into
+    consecutive samples of ``max_seq_len`` tokens; a trailing piece shorter than ``min_tokens`` is
+    dropped. Samples never span two documents. The MDS columns are ``input_ids``
+    (``ndarray:int32``, shape ``(num_tokens,)``) and the metrics of :data:`METRIC_COLUMNS` (see the
+    module docstring). Everything is written to a temporary folder next to ``out`` and renamed at
+    the end, so an error leaves no partial dataset under ``out``. Deterministic: the same inputs
+    and tokenizer file give byte-identical outputs.
+
+    Args:
+        inputs: Files and folders.
+        out: Dataset folder to create; it must not exist or be empty.
+        tokenizer: A HF ``tokenizer.json``; ``None`` for :class:`ByteTokenizer`.
+        max_seq_len: Tokens per sample at most, EOS included; ``>= 2``.
+        min_tokens: Shortest sample kept, in tokens; in ``[1, max_seq_len]``.
+        size_limit: MDS shard size limit in bytes (``None``: streaming's default, 64 MiB).
+        progress: Show a progress bar (documents) on stderr.
+
+    Returns:
+        A :class:`PrepareSummary`.
+
+    Raises:
+        DataError: no inputs, a missing/unreadable/non-UTF-8 named file, a JSONL line that is not
+            an object with a string ``text`` field, a bad argument, a non-empty ``out``, or inputs
+            that yield no sample.
+    """
+    from streaming import MDSWriter
+    from tqdm import tqdm
+
+    out = Path(out)
+    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len < 2:
+        raise DataError(f"max_seq_len must be an integer >= 2, got {max_seq_len!r}")
+    if isinstance(min_tokens, bool) or not isinstance(min_tokens, int):
+        raise DataError(f"min_tokens must be an integer, got {min_tokens!r}")
+    if not 1 <= min_tokens <= max_seq_len:
+        raise DataError(f"min_tokens must be in [1, max_seq_len={max_seq_len}], got {min_tokens}")
+    if size_limit is not None and not 0 < size_limit < 2**32:
+        raise DataError(f"size_limit must be in (0, 2**32) bytes, got {size_limit}")
+    paths = _check_inputs(inputs)
+    _check_out(out)
+    tok = load_tokenizer(tokenizer)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        stats = _ReadStats()
+        num_documents = 0
+        lengths: list[int] = []
+        entropies: list[float] = []
+        ratios: list[float] = []
+        writer_kwargs: dict[str, Any] = {"progress_bar": False, "exist_ok": False}
+        if size_limit is not None:
+            writer_kwargs["size_limit"] = size_limit
+        bar = tqdm(desc="prepare", unit="doc", disable=not progress)
+        with MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs) as writer:
+            for batch in _batched(_iter_documents(paths, stats), _HF_ENCODE_BATCH):
+                for ids in tok.encode_documents(batch):
+                    num_documents += 1
+                    for start in range(0, ids.size, max_seq_len):
+                        piece = ids[start : start + max_seq_len]
+                        if piece.size < min_tokens:
+                            continue
+                        entropy = token_entropy(piece)
+                        ratio = compression_ratio(
+                            piece, eos_id=tok.eos_id, pack_dtype=tok.pack_dtype
+                        )
+                        writer.write(
+                            {
+                                "input_ids": piece,
+                                "num_tokens": int(piece.size),
+                                "token_entropy": entropy,
+                                "compression_ratio": ratio,
+                            }
+                        )
+                        lengths.append(int(piece.size))
+                        entropies.append(entropy)
+                        ratios.append(ratio)
+                bar.update(len(batch))
+        bar.close()
+        if num_documents == 0:
+            shown = ", ".join(str(p) for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
+            raise DataError(f"no documents found in inputs: {shown}")
+        if not lengths:
+            raise DataError(
+                f"no samples: all {num_documents} documents are shorter than "
+                f"min_tokens={min_tokens} tokens"
+            )
+        num_tokens = int(np.sum(lengths, dtype=np.int64))
+        _write_npz(
+            tmp / METRICS_FILENAME,
+            {
+                "num_tokens": np.asarray(lengths, dtype=np.int64),
+                "token_entropy": np.asarray(entropies, dtype=np.float64),
+                "compression_ratio": np.asarray(ratios, dtype=np.float64),
+            },
+        )
+        meta = {
+            "format": DATASET_FORMAT,
+            "vocab_size": tok.vocab_size,
+            "eos_id": tok.eos_id,
+            "tokenizer": tok.describe(),
+            "max_seq_len": max_seq_len,
+            "min_tokens": min_tokens,
+            "num_documents": num_documents,
+            "num_samples": len(lengths),
+            "num_tokens": num_tokens,
+            "metric_columns": list(METRIC_COLUMNS),
+        }
+        (tmp / META_FILENAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        _check_out(out)  # still empty? (someone may have written there meanwhile)
+        if out.is_dir():
+            out.rmdir()
+        tmp.chmod(0o755)  # mkdtemp makes it 0700
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PrepareSummary(
+        out=out,
+        num_documents=num_documents,
+        num_samples=len(lengths),
+        num_tokens=num_tokens,
+        vocab_size=tok.vocab_size,
+        num_skipped_files=stats.num_skipped_files,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading datasets back
+# --------------------------------------------------------------------------------------------------
+
+
+def ensure_local_world_size() -> int:
+    """Make sure ``LOCAL_WORLD_SIZE`` is set for mosaicml-streaming, and return it.
+
+    mosaicml-streaming derives node leadership (who creates its shared memory) from
+    ``LOCAL_WORLD_SIZE``; DeepSpeed's launcher sets ``LOCAL_SIZE`` instead, and without either every
+    rank believes it is its node's leader. When unset, it is taken from ``LOCAL_SIZE``, else
+    ``WORLD_SIZE`` (single-node launchers), else 1. An existing value is left alone.
+
+    Raises:
+        DataError: the value is not a positive integer dividing ``WORLD_SIZE``.
+    """
+    if not os.environ.get("LOCAL_WORLD_SIZE"):
+        for name in ("LOCAL_SIZE", "WORLD_SIZE"):
+            if os.environ.get(name):
+                os.environ["LOCAL_WORLD_SIZE"] = os.environ[name]
+                break
+        else:
+            os.environ["LOCAL_WORLD_SIZE"] = "1"
+    raw = os.environ["LOCAL_WORLD_SIZE"]
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise DataError(f"LOCAL_WORLD_SIZE must be a positive integer, got {raw!r}")
+    world_raw = os.environ.get("WORLD_SIZE", "1") or "1"
+    try:
+        world = int(world_raw)
+    except ValueError:
+        world = value
+    if world % value:
+        raise DataError(f"LOCAL_WORLD_SIZE={value} does not divide WORLD_SIZE={world}")
+    return value
+
+
+def _read_index(local: Path) -> dict[str, Any]:
+    """Validate that ``local`` is an MDS dataset and return its parsed ``index.json``."""
+    if not local.is_dir():
+        raise DataError(f"dataset folder not found: {local}")
+    index_path = local / "index.json"
+    if not index_path.is_file():
+        raise DataError(f"not an MDS dataset (no index.json): {local}")
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"cannot read MDS index {index_path}: {err}") from err
+    shards = index.get("shards") if isinstance(index, dict) else None
+    if not isinstance(shards, list) or not shards:
+        raise DataError(f"MDS index lists no shards: {index_path}")
+    for i, shard in enumerate(shards):
+        if not isinstance(shard, dict) or not isinstance(shard.get("samples"), int):
+            raise DataError(f"MDS index {index_path}: shards[{i}] is malformed")
+        names = [
+            (shard.get(key) or {}).get("basename")
+            for key in ("raw_data", "zip_data")
+            if isinstance(shard.get(key), dict)
+        ]
+        if not any(name and (local / name).is_file() for name in names):
+            shown = names[0] if names else "?"
+            raise DataError(f"MDS dataset {local}: shard file missing: {shown}")
+    return index
+
+
+@dataclass(frozen=True, eq=False)
+class StreamInfo:
+    """What training needs to know about one prepared stream, read without scanning shards.
+
+    Attributes:
+        local: The dataset folder.
+        num_samples: Samples in the dataset.
+        num_tokens: Tokens over all samples (EOS included).
+        vocab_size: Tokenizer vocabulary size; ``None`` for an MDS dataset not made by
+            :func:`prepare`.
+        eos_id: End-of-document id, or ``None``.
+        max_seq_len: Longest sample allowed when prepared, in tokens; ``None`` if unknown.
+        tokenizer: ``"byte"``, the tokenizer file path, or ``None`` if unknown.
+        metrics: Read-only mapping column → read-only array of shape ``(num_samples,)``, in sample
+            order: ``num_tokens`` (int64) always, plus the float64 metrics of prepared datasets.
+    """
+
+    local: Path
+    num_samples: int
+    num_tokens: int
+    vocab_size: int | None
+    eos_id: int | None
+    max_seq_len: int | None
+    tokenizer: str | None
+    metrics: Mapping[str, np.ndarray]
+
+
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    arr.setflags(write=False)
+    return arr
+
+
+def read_stream_info(local: str | Path) -> StreamInfo:
+    """Read the metadata and per-sample metrics of an MDS dataset folder.
+
+    For a dataset made by :func:`prepare`, everything comes from ``curriculum_meta.json`` and
+    ``metrics.npz`` (checked against ``index.json``). For any other MDS dataset with an
+    ``input_ids`` ndarray column, ``num_tokens`` is computed by reading every sample through
+    :func:`open_stream` (slow for large datasets) and the tokenizer fields are ``None``.
+    Nothing is cached.
+
+    Args:
+        local: A local MDS dataset folder.
+
+    Returns:
+        A :class:`StreamInfo`.
+
+    Raises:
+        DataError: ``local`` is not a readable MDS dataset, its sidecar files disagree with the
+            index, or (foreign datasets) it has no ``input_ids`` column.
+    """
+    local = Path(local)
+    index = _read_index(local)
+    num_samples = int(sum(shard["samples"] for shard in index["shards"]))
+    meta_path = local / META_FILENAME
+    if not meta_path.exists():
+        return _read_foreign_info(local, index, num_samples)
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"cannot read {meta_path}: {err}") from err
+    if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise DataError(f"{meta_path}: format must be {DATASET_FORMAT!r}, got {found!r}")
+    for key in ("vocab_size", "num_samples", "num_tokens", "max_seq_len"):
+        if not isinstance(meta.get(key), int):
+            raise DataError(f"{meta_path}: field {key!r} missing or not an integer")
+    if meta["num_samples"] != num_samples:
+        raise DataError(
+            f"{meta_path}: num_samples {meta['num_samples']} disagrees with index.json "
+            f"({num_samples}); re-run prepare"
+        )
+    columns = meta.get("metric_columns")
+    if not isinstance(columns, list) or "num_tokens" not in columns:
+        raise DataError(f"{meta_path}: field 'metric_columns' must list 'num_tokens'")
+    metrics_path = local / METRICS_FILENAME
+    try:
+        with np.load(metrics_path, allow_pickle=False) as npz:
+            loaded = {name: np.array(npz[name]) for name in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        raise DataError(f"cannot read {metrics_path}: {err}") from err
+    metrics: dict[str, np.ndarray] = {}
+    for name in columns:
+        if name not in loaded:
+            raise DataError(f"{metrics_path}: metric column {name!r} missing")
+        arr = loaded[name]
+        if arr.shape != (num_samples,):
+            raise DataError(
+                f"{metrics_path}: column {name!r} has shape {arr.shape}, expected ({num_samples},)"
+            )
+        dtype = np.int64 if name == "num_tokens" else np.float64
+        metrics[name] = _frozen(arr.astype(dtype, copy=False))
+    if int(metrics["num_tokens"].sum()) != meta["num_tokens"]:
+        raise DataError(f"{metrics_path}: num_tokens column does not sum to meta num_tokens")
+    tok = meta.get("tokenizer")
+    tokenizer = tok if isinstance(tok, str) else (tok or {}).get("path")
+    eos = meta.get("eos_id")
+    return StreamInfo(
+        local=local,
+        num_samples=num_samples,
+        num_tokens=int(meta["num_tokens"]),
+        vocab_size=int(meta["vocab_size"]),
+        eos_id=int(eos) if isinstance(eos, int) else None,
+        max_seq_len=int(meta["max_seq_len"]),
+        tokenizer=tokenizer,
+        metrics=MappingProxyType(metrics),
+    )
+
+
+def _read_foreign_info(local: Path, index: dict[str, Any], num_samples: int) -> StreamInfo:
+    for i, shard in enumerate(index["shards"]):
+        names = shard.get("column_names") or []
+        encodings = shard.get("column_encodings") or []
+        if "input_ids" not in names:
+            raise DataError(f"MDS dataset {local}: shards[{i}] has no 'input_ids' column")
+        encoding = encodings[names.index("input_ids")] if len(encodings) == len(names) else ""
+        if not str(encoding).startswith("ndarray"):
+            raise DataError(
+                f"MDS dataset {local}: column 'input_ids' must be an ndarray, got {encoding!r}"
+            )
+    ds = open_stream(local)
+    lengths = np.empty(num_samples, dtype=np.int64)
+    for i in range(num_samples):
+        lengths[i] = np.asarray(ds[i]["input_ids"]).size
+    del ds
+    return StreamInfo(
+        local=local,
+        num_samples=num_samples,
+        num_tokens=int(lengths.sum()),
+        vocab_size=None,
+        eos_id=None,
+        max_seq_len=None,
+        tokenizer=None,
+        metrics=MappingProxyType({"num_tokens": _frozen(lengths)}),
+    )
+
+
+def open_stream(local: str | Path) -> StreamingDataset:
+    """Open a local MDS dataset for random access (``ds[i]["input_ids"]``).
+
+    Builds ``streaming.StreamingDataset(local=..., remote=None, batch_size=1, shuffle=False)``
+    after :func:`ensure_local_world_size`. Several datasets on the same folder may live in one
+    process at once (each takes its own shared-memory prefix; with ``remote=None`` streaming does
+    not refuse a reused local folder), and opening again after deleting one works.
+
+    Caveats for distributed use: mosaicml-streaming calls ``dist.barrier()`` while registering
+    its shared memory when ``torch.distributed`` is initialized, so every rank must open the same
+    streams in the same order; when it is not initialized and ``WORLD_SIZE > 1`` streaming would
+    initialize it itself, so initialize it (DeepSpeed) before calling this.
+
+    Args:
+        local: A local MDS dataset folder.
+
+    Returns:
+        The dataset; ``len(ds)`` is per rank, ``ds.num_samples`` is the global count, and
+        ``ds[i]`` takes any global index ``i`` in ``[0, ds.num_samples)``.
+
+    Raises:
+        DataError: ``local`` is not a readable MDS dataset, or streaming refuses it.
+    """
+    from streaming import StreamingDataset
+
+    local = Path(local)
+    ensure_local_world_size()
+    _read_index(local)
+    try:
+        return StreamingDataset(
+            local=str(local.resolve()), remote=None, batch_size=1, shuffle=False
+        )
+    except (ValueError, RuntimeError, KeyError, OSError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(f"cannot open MDS dataset {local}: {first}") from err
