@@ -1,0 +1,660 @@
+"""The ``curriculum`` section of a ds_config: typed models, loading and validation.
+
+The user's ds_config is one JSON file: the usual DeepSpeed keys plus a ``curriculum`` object
+(see DESIGN.md). :func:`load_config` splits it into the DeepSpeed part (passed untouched to
+``deepspeed.initialize``) and a validated, frozen :class:`CurriculumConfig`.
+
+Every validation failure is raised as a :class:`~curriculum_ds.errors.ConfigError` whose message is
+ONE line that starts with the JSON path of the offending field and, inside the schedule, the phase
+name, e.g. ``curriculum.schedule[1] ("mix").duration: expected "<int>tok" or "<number>ep", got
+"12 tokens"``. pydantic's structured errors are converted into that form in one place
+(:func:`_format_validation_error`); nothing here ever surfaces a traceback or a tuple.
+
+Validation is deterministic and touches no RNG. Only :func:`check_streams` reads the file system
+beyond the config file itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from curriculum_ds.errors import ConfigError, DataError
+
+__all__ = [
+    "CurriculumConfig",
+    "Duration",
+    "DynamicConfig",
+    "LoaderConfig",
+    "PhaseConfig",
+    "RunConfig",
+    "StreamConfig",
+    "check_streams",
+    "load_config",
+    "parse_curriculum",
+    "read_stream_info_checked",
+    "stream_infos",
+]
+
+DurationUnit = Literal["tok", "ep"]
+
+_TOK_RE = re.compile(r"^([0-9]+)tok$")
+_EP_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?|\.[0-9]+)ep$")
+_DURATION_HINT = 'expected "<int>tok" or "<number>ep"'
+
+# Custom error type used by every hand-written check; ``ctx["subloc"]`` (optional) is a loc
+# relative to the model that raised it, so a model-level check can point at one field.
+_ERR = "curriculum"
+
+
+def _err(msg: str, subloc: tuple[str | int, ...] = ()) -> PydanticCustomError:
+    return PydanticCustomError(_ERR, "{msg}", {"msg": msg, "subloc": subloc})
+
+
+def _show(value: Any) -> str:
+    """Render a user-supplied value the way it appeared in JSON (strings quoted)."""
+    if isinstance(value, Fraction):
+        return str(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _fraction_to_decimal(value: Fraction) -> str:
+    """Exact decimal rendering of a Fraction whose denominator is 2^a·5^b; else ``p/q``."""
+    if value.denominator == 1:
+        return str(value.numerator)
+    den = value.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den //= 2
+        twos += 1
+    while den % 5 == 0:
+        den //= 5
+        fives += 1
+    if den != 1:
+        return f"{value.numerator}/{value.denominator}"
+    digits = max(twos, fives)
+    scaled = value * 10**digits
+    text = str(scaled.numerator).rjust(digits + 1, "0")
+    text = f"{text[:-digits]}.{text[-digits:]}".rstrip("0").rstrip(".")
+    return text
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        allow_inf_nan=False,
+        use_attribute_docstrings=True,
+    )
+
+
+class Duration(_Model):
+    """A phase length or a run length: ``"<int>tok"`` or ``"<number>ep"``.
+
+    Parsed from its string form (``Duration.model_validate("1.5ep")``) and rendered back to it by
+    ``str()`` and by JSON serialisation. ``ep`` values are kept exactly as :class:`Fraction`, so
+    sums of durations are exact.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    unit: DurationUnit
+    """``"tok"``: non-padding input tokens of the global batch (all dp ranks, all micro-batches);
+    ``"ep"``: passes over the phase's datamix."""
+    value: int | Fraction
+    """Positive amount in ``unit``: an ``int`` for ``tok``, an exact ``Fraction`` for ``ep``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, data: Any) -> Any:
+        if isinstance(data, Duration):
+            return data
+        if isinstance(data, dict):
+            unit, value = data.get("unit"), data.get("value")
+            if unit == "ep" and isinstance(value, int) and not isinstance(value, bool):
+                data = {**data, "value": Fraction(value)}
+            if (
+                unit in ("tok", "ep")
+                and isinstance(value, int | Fraction)
+                and not isinstance(value, bool)
+                and value <= 0
+            ):
+                raise _err(f"must be positive, got {value}{unit}")
+            return data
+        if not isinstance(data, str):
+            raise _err(f"{_DURATION_HINT}, got {_show(data)}")
+        text = data.strip()
+        if m := _TOK_RE.match(text):
+            tokens = int(m.group(1))
+            if tokens <= 0:
+                raise _err(f"must be positive, got {_show(data)}")
+            return {"unit": "tok", "value": tokens}
+        if m := _EP_RE.match(text):
+            epochs = Fraction(m.group(1))
+            if epochs <= 0:
+                raise _err(f"must be positive, got {_show(data)}")
+            return {"unit": "ep", "value": epochs}
+        if text.startswith("-") and (_TOK_RE.match(text[1:]) or _EP_RE.match(text[1:])):
+            raise _err(f"must be positive, got {_show(data)}")
+        if text.endswith("tok") and _EP_RE.match(text[: -len("tok")] + "ep"):
+            raise _err(f"a tok duration is a whole number of tokens, got {_show(data)}")
+        hint = " (no unit)" if re.fullmatch(r"[0-9.]+", text) else ""
+        raise _err(f"{_DURATION_HINT}, got {_show(data)}{hint}")
+
+    @model_validator(mode="after")
+    def _check_value_type(self) -> Duration:
+        if self.unit == "tok" and not isinstance(self.value, int):
+            raise _err(f"a tok duration is a whole number of tokens, got {self.value}")
+        if self.unit == "ep" and not isinstance(self.value, Fraction):
+            raise _err(f"an ep duration is stored as a Fraction, got {self.value!r}")
+        return self
+
+    @model_serializer(mode="plain")
+    def _serialize(self) -> str:
+        return str(self)
+
+    @classmethod
+    def parse(cls, text: str) -> Duration:
+        """Parse ``"<int>tok"`` / ``"<number>ep"``; raises ConfigError (path ``duration``)."""
+        try:
+            return cls.model_validate(text)
+        except ValidationError as exc:
+            raise ConfigError(_format_validation_error(exc, {}, root="duration")) from None
+
+    def __str__(self) -> str:
+        if self.unit == "tok":
+            return f"{self.value}tok"
+        return f"{_fraction_to_decimal(Fraction(self.value))}ep"
+
+
+class StreamConfig(_Model):
+    """One mosaicml-streaming stream of a datamix."""
+
+    local: str = Field(min_length=1)
+    """Path to a prepared MDS dataset directory (holds ``index.json``); a relative path is
+    relative to the current working directory of every rank."""
+    proportion: float = Field(default=1.0, gt=0)
+    """Relative share of this stream in the datamix (> 0; normalised over the loader's streams)."""
+    name: str | None = Field(default=None, min_length=1)
+    """Stream name used in traces and metrics; defaults to the final path component of
+    ``local``. Unique within one loader."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_name(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and data.get("name") is None
+            and isinstance(data.get("local"), str)
+        ):
+            local = data["local"].rstrip("/\\")
+            name = PurePosixPath(local.replace("\\", "/")).name or data["local"]
+            data = {**data, "name": name}
+        return data
+
+
+class LoaderConfig(_Model):
+    """A phase's ``train_loader``: its datamix and sequence length."""
+
+    streams: list[StreamConfig] = Field(min_length=1)
+    """The datamix: one or more streams with their proportions."""
+    max_seq_len: int = Field(default=1024, ge=2)
+    """Maximum tokens per sample (per sequence); longer samples are truncated."""
+    epoch_size: int | None = Field(default=None, ge=1)
+    """Samples per pass over the datamix (global, all dp ranks); None = the sum of the streams'
+    sample counts."""
+
+    @model_validator(mode="after")
+    def _unique_stream_names(self) -> LoaderConfig:
+        seen: dict[str, int] = {}
+        for i, stream in enumerate(self.streams):
+            name = stream.name or stream.local
+            if name in seen:
+                raise _err(
+                    f'duplicate stream name "{name}" (also streams[{seen[name]}]); '
+                    'give the streams distinct "name"s',
+                    ("streams", i, "name"),
+                )
+            seen[name] = i
+        return self
+
+
+class PhaseConfig(_Model):
+    """One phase of the schedule: a name, a duration and the loader used during it."""
+
+    name: str = Field(min_length=1)
+    """Phase name, unique within the schedule (used in metrics and error messages)."""
+    duration: Duration
+    """Length of the phase, in ``max_duration``'s unit."""
+    train_loader: LoaderConfig
+    """The loader (datamix) used for the whole phase; swapped at the phase boundary."""
+
+    @field_validator("name")
+    @classmethod
+    def _name_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise _err(f"must not be blank, got {_show(value)}")
+        return value
+
+
+class DynamicConfig(_Model):
+    """Dynamic bucket re-weighting of the sampler by per-sample loss."""
+
+    enabled: bool = False
+    """Turn dynamic re-weighting on (off: sample the datamix by its proportions only)."""
+    num_buckets: int = Field(default=8, ge=2, le=64)
+    """Number of difficulty buckets (percentile-rank buckets of the window), in [2, 64]."""
+    window: int = Field(default=1_000_000, ge=1, le=10_000_000)
+    """Per-sample losses kept in the rolling window, global across dp ranks, in [1, 10^7]."""
+    recompute_every_n_steps: int = Field(default=50, ge=1)
+    """Bucket weights are recomputed every this many optimizer steps (≥ 1)."""
+    temperature: float = Field(default=1.0, gt=0)
+    """Softmax temperature applied to bucket scores (> 0; lower = sharper)."""
+    floor: float = Field(default=0.02, gt=0)
+    """Minimum probability of every bucket; 0 < floor ≤ 1 / num_buckets."""
+    static_metric: str = Field(default="num_tokens", min_length=1)
+    """The prepare metric column used to bucket samples before any loss has been seen."""
+    score: Literal["loss"] = "loss"
+    """The per-bucket score fed to the softmax (only ``"loss"``: mean per-sample loss)."""
+
+    @model_validator(mode="after")
+    def _check_floor(self) -> DynamicConfig:
+        total = self.floor * self.num_buckets
+        if total > 1 + 1e-12:
+            raise _err(
+                f"{self.floor:g} × num_buckets {self.num_buckets} = {total:.6g} > 1",
+                ("floor",),
+            )
+        return self
+
+
+class CurriculumConfig(_Model):
+    """The whole ``curriculum`` section of a ds_config."""
+
+    max_duration: Duration
+    """Length of the whole run; every phase uses its unit and the phases sum to it exactly."""
+    loss_weighting: Literal["token", "sample"] = "token"
+    """``"token"``: every loss-bearing token of the optimizer step weighs the same (global
+    across micro-batches and dp ranks); ``"sample"``: every sample weighs the same."""
+    seed: int = Field(default=1234, ge=0, lt=2**63)
+    """Seed of the sample order (a pure function of seed, phase and counters), in [0, 2^63)."""
+    schedule: list[PhaseConfig] = Field(min_length=1)
+    """The phases, run in order."""
+    dynamic: DynamicConfig = Field(default_factory=DynamicConfig)
+    """Dynamic bucket re-weighting settings."""
+
+    @model_validator(mode="after")
+    def _check_schedule(self) -> CurriculumConfig:
+        unit = self.max_duration.unit
+        names: dict[str, int] = {}
+        for i, phase in enumerate(self.schedule):
+            if phase.duration.unit != unit:
+                raise _err(
+                    f'unit "{phase.duration.unit}" differs from max_duration\'s "{unit}" '
+                    f"({phase.duration} vs {self.max_duration}); every phase must use it",
+                    ("schedule", i, "duration"),
+                )
+            if phase.name in names:
+                raise _err(
+                    f'duplicate phase name "{phase.name}" (also schedule[{names[phase.name]}])',
+                    ("schedule", i, "name"),
+                )
+            names[phase.name] = i
+        total = sum((p.duration.value for p in self.schedule), start=Fraction(0))
+        if total != self.max_duration.value:
+            shown = Duration(unit=unit, value=int(total) if unit == "tok" else total)
+            raise _err(
+                f"the schedule's durations sum to {shown}, not {self.max_duration}",
+                ("max_duration",),
+            )
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# Error formatting
+# --------------------------------------------------------------------------------------------
+
+
+def _unwrap_model(annotation: Any) -> type[BaseModel] | None:
+    """The BaseModel class inside ``X``, ``list[X]``, ``X | None``; else None."""
+    stack = [annotation]
+    while stack:
+        ann = stack.pop()
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            return ann
+        if typing.get_origin(ann) in (list, typing.Union, types.UnionType):
+            stack.extend(typing.get_args(ann))
+    return None
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    cls: type[BaseModel] | None = CurriculumConfig
+    for item in loc:
+        if isinstance(item, int) or cls is None:
+            continue
+        field = cls.model_fields.get(item)
+        if field is None:
+            return None
+        cls = _unwrap_model(field.annotation)
+    return cls
+
+
+def _format_loc(loc: tuple[str | int, ...], raw: Any, root: str) -> str:
+    parts = [root] if root else []
+    node = raw
+    prev: str | int | None = None
+    for item in loc:
+        if isinstance(item, int):
+            label = f"[{item}]"
+            node = node[item] if isinstance(node, list) and 0 <= item < len(node) else None
+            if prev == "schedule" and isinstance(node, dict) and isinstance(node.get("name"), str):
+                label += f" ({_show(node['name'])})"
+            if parts:
+                parts[-1] += label
+            else:
+                parts.append(label)
+        else:
+            parts.append(item)
+            node = node.get(item) if isinstance(node, dict) else None
+        prev = item
+    return ".".join(parts)
+
+
+def _error_message(err: Any, loc: tuple[str | int, ...]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    got = err.get("input")
+    if kind == _ERR:
+        return str(ctx.get("msg", err["msg"]))
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        allowed = sorted(model.model_fields) if model is not None else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
+        if close:
+            return f'unknown key (did you mean "{close[0]}"?)'
+        return "unknown key (allowed: " + ", ".join(allowed) + ")" if allowed else "unknown key"
+    if kind == "missing":
+        return "required field is missing"
+    bounds = {
+        "greater_than": (">", "gt"),
+        "greater_than_equal": (">=", "ge"),
+        "less_than": ("<", "lt"),
+        "less_than_equal": ("<=", "le"),
+    }
+    if kind in bounds:
+        op, key = bounds[kind]
+        bound = ctx.get(key)
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"must be {op} {bound}, got {_show(got)}"
+    if kind == "string_too_short":
+        return f"must not be empty, got {_show(got)}"
+    if kind == "too_short":
+        return f"must have at least {ctx.get('min_length')} item(s), got {len(got or [])}"
+    if kind == "finite_number":
+        return f"must be a finite number, got {_show(got)}"
+    if kind == "literal_error":
+        expected_values = str(ctx.get("expected", "")).replace("'", '"')
+        return f"expected one of {expected_values}, got {_show(got)}"
+    expected = {
+        "int_type": "an integer",
+        "int_from_float": "an integer",
+        "float_type": "a number",
+        "bool_type": "true or false",
+        "string_type": "a string",
+        "list_type": "a list",
+        "dict_type": "an object",
+        "model_type": "an object",
+        "model_attributes_type": "an object",
+    }
+    if kind in expected:
+        return f"expected {expected[kind]}, got {_show(got)}"
+    return f"{err['msg']}, got {_show(got)}"
+
+
+def _format_validation_error(exc: ValidationError, raw: Any, root: str = "curriculum") -> str:
+    errors = exc.errors()
+    first = errors[0]
+    loc = tuple(first["loc"])
+    ctx = first.get("ctx") or {}
+    if first["type"] == _ERR and ctx.get("subloc"):
+        loc = loc + tuple(ctx["subloc"])
+    path = _format_loc(loc, raw, root) or root
+    message = f"{path}: {_error_message(first, loc)}"
+    if len(errors) > 1:
+        more = len(errors) - 1
+        message += f" (+{more} more error{'s' if more > 1 else ''})"
+    return message.replace("\n", " ")
+
+
+def parse_curriculum(raw: Any) -> CurriculumConfig:
+    """Validate a ``curriculum`` section (the parsed JSON object) into a CurriculumConfig.
+
+    Args:
+        raw: the JSON value of the ``curriculum`` key.
+
+    Returns:
+        The frozen, validated config.
+
+    Raises:
+        ConfigError: one line ``curriculum.<path> [("<phase>")]...: <problem>``; only the first
+            problem is reported, with ``(+N more errors)`` when there are several.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError(f"curriculum: expected an object, got {_show(raw)}")
+    try:
+        return CurriculumConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, raw)) from None
+
+
+# --------------------------------------------------------------------------------------------
+# The whole ds_config
+# --------------------------------------------------------------------------------------------
+
+
+def _positive_int(ds_config: dict[str, Any], key: str, default: int | None) -> int:
+    value = ds_config.get(key, default)
+    if value is None:
+        raise ConfigError(f"{key}: required field is missing (a positive integer)")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{key}: must be a positive integer, got {_show(value)}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """A loaded ds_config: the DeepSpeed part and the validated curriculum."""
+
+    ds_config: dict[str, Any]
+    """The ds_config WITHOUT the ``curriculum`` key: what goes to ``deepspeed.initialize``."""
+    curriculum: CurriculumConfig
+    """The validated ``curriculum`` section."""
+    path: Path
+    """The file it was loaded from."""
+
+    @property
+    def micro_batch_size(self) -> int:
+        """``train_micro_batch_size_per_gpu``: samples per micro-batch per dp rank (required)."""
+        return _positive_int(self.ds_config, "train_micro_batch_size_per_gpu", None)
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        """Micro-batches per optimizer step per dp rank (default 1)."""
+        return _positive_int(self.ds_config, "gradient_accumulation_steps", 1)
+
+    def global_batch_size(self, dp_world_size: int) -> int:
+        """Samples per optimizer step, global across dp ranks.
+
+        Equals ``micro_batch_size × gradient_accumulation_steps × dp_world_size``.
+
+        Raises:
+            ConfigError: ``train_batch_size`` is given and differs from that product.
+            ValueError: ``dp_world_size`` < 1.
+        """
+        if dp_world_size < 1:
+            raise ValueError(f"dp_world_size must be >= 1, got {dp_world_size}")
+        mbs, gas = self.micro_batch_size, self.gradient_accumulation_steps
+        product = mbs * gas * dp_world_size
+        if "train_batch_size" in self.ds_config:
+            given = _positive_int(self.ds_config, "train_batch_size", None)
+            if given != product:
+                raise ConfigError(
+                    f"train_batch_size: {given} != train_micro_batch_size_per_gpu {mbs} × "
+                    f"gradient_accumulation_steps {gas} × dp_world_size {dp_world_size} = "
+                    f"{product}"
+                )
+        return product
+
+
+def load_config(path: str | Path, *, check_data: bool = False) -> RunConfig:
+    """Read a ds_config JSON file and validate its ``curriculum`` section.
+
+    Args:
+        path: the ds_config JSON file.
+        check_data: also run :func:`check_streams` (every stream exists and is an MDS dataset).
+
+    Returns:
+        The RunConfig (DeepSpeed part without ``curriculum``, validated curriculum, path).
+
+    Raises:
+        ConfigError: one line naming the file (missing, unreadable, bad JSON with line:col) or
+            the JSON path of the invalid field.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a JSON object at the top level, got {_show(raw)}")
+    if "curriculum" not in raw:
+        raise ConfigError(f'curriculum: required field is missing (no "curriculum" in {path})')
+    curriculum = parse_curriculum(raw["curriculum"])
+    ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
+    run = RunConfig(ds_config=ds_config, curriculum=curriculum, path=path)
+    _ = run.micro_batch_size, run.gradient_accumulation_steps  # validate them now
+    if check_data:
+        check_streams(curriculum)
+    return run
+
+
+# --------------------------------------------------------------------------------------------
+# Data checks
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _FallbackStreamInfo:
+    num_samples: int
+    vocab_size: int | None
+    metrics: dict[str, Any] | None
+
+
+def read_stream_info_checked(local: str) -> Any:
+    """``curriculum_ds.data.read_stream_info(local)``: num_samples, vocab_size, metrics.
+
+    Raises:
+        DataError: the directory is missing or not a readable MDS dataset.
+    """
+    try:
+        from curriculum_ds.data import read_stream_info
+    except ImportError:  # pragma: no cover - data.py not there yet: minimal index.json check
+        index = Path(local) / "index.json"
+        if not Path(local).is_dir():
+            raise DataError(f"{local}: no such directory") from None
+        try:
+            shards = json.loads(index.read_text())["shards"]
+            num = sum(int(s["samples"]) for s in shards)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise DataError(f"{local}: not an MDS dataset ({index}: {exc})") from None
+        return _FallbackStreamInfo(num_samples=num, vocab_size=None, metrics=None)
+    return read_stream_info(local)
+
+
+def stream_infos(cfg: CurriculumConfig) -> dict[str, Any]:
+    """Read every distinct stream's info once, keyed by its ``local`` string.
+
+    Raises:
+        ConfigError: naming the first stream (JSON path and phase) that is missing or unreadable.
+    """
+    infos: dict[str, Any] = {}
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            if stream.local in infos:
+                continue
+            where = (
+                f"curriculum.schedule[{i}] ({_show(phase.name)}).train_loader.streams[{j}].local"
+            )
+            if not Path(stream.local).exists():
+                raise ConfigError(f"{where}: {_show(stream.local)} does not exist")
+            if not Path(stream.local).is_dir():
+                raise ConfigError(f"{where}: {_show(stream.local)} is not a directory")
+            if not (Path(stream.local) / "index.json").is_file():
+                raise ConfigError(
+                    f"{where}: {_show(stream.local)} is not an MDS dataset (no index.json; "
+                    "build one with `curriculum-ds prepare`)"
+                )
+            try:
+                infos[stream.local] = read_stream_info_checked(stream.local)
+            except DataError as exc:
+                detail = str(exc).replace("\n", " ")
+                raise ConfigError(
+                    f"{where}: {_show(stream.local)} is not a readable MDS dataset: {detail}"
+                ) from None
+    return infos
+
+
+def check_streams(cfg: CurriculumConfig) -> None:
+    """Check that every stream is a readable MDS dataset with the metrics the config needs.
+
+    Relative ``local`` paths are resolved against the current working directory.
+
+    Raises:
+        ConfigError: naming the JSON path and phase of the first bad stream, or
+            ``curriculum.dynamic.static_metric`` when dynamic re-weighting is enabled and a
+            stream lacks that metric column.
+    """
+    infos = stream_infos(cfg)
+    if not cfg.dynamic.enabled:
+        return
+    metric = cfg.dynamic.static_metric
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            metrics = getattr(infos[stream.local], "metrics", None)
+            if isinstance(metrics, Mapping) and metric not in metrics:
+                have = ", ".join(sorted(metrics)) or "none"
+                raise ConfigError(
+                    f"curriculum.dynamic.static_metric: stream {_show(stream.local)} "
+                    f"(schedule[{i}] ({_show(phase.name)}).train_loader.streams[{j}]) has no "
+                    f"metric column {_show(metric)} (it has: {have})"
+                )
