@@ -66,6 +66,7 @@ __all__ = [
     "open_stream",
     "prepare",
     "read_stream_info",
+    "split_document",
 ]
 
 DATASET_FORMAT = "curriculum_ds/1"
@@ -406,6 +407,24 @@ def compression_ratio(ids: np.ndarray, *, eos_id: int | None, pack_dtype: Any) -
 # --------------------------------------------------------------------------------------------------
 
 
+def split_document(ids: np.ndarray, max_seq_len: int, min_tokens: int) -> list[np.ndarray]:
+    """Cut one tokenized document into consecutive samples.
+
+    Args:
+        ids: The document's token ids (EOS included), shape ``(n,)``.
+        max_seq_len: Longest sample, in tokens (``>= 1``).
+        min_tokens: A trailing piece shorter than this is dropped.
+
+    Returns:
+        Views into ``ids``: all but the last have exactly ``max_seq_len`` tokens, and their
+        concatenation is ``ids`` minus at most ``min_tokens - 1`` trailing tokens. Deterministic.
+    """
+    pieces = [ids[start : start + max_seq_len] for start in range(0, ids.size, max_seq_len)]
+    if pieces and pieces[-1].size < min_tokens:
+        pieces.pop()
+    return pieces
+
+
 @dataclass(frozen=True)
 class PrepareSummary:
     """What :func:`prepare` wrote.
@@ -522,10 +541,7 @@ def prepare(
             for batch in _batched(_iter_documents(paths, stats), _HF_ENCODE_BATCH):
                 for ids in tok.encode_documents(batch):
                     num_documents += 1
-                    for start in range(0, ids.size, max_seq_len):
-                        piece = ids[start : start + max_seq_len]
-                        if piece.size < min_tokens:
-                            continue
+                    for piece in split_document(ids, max_seq_len, min_tokens):
                         entropy = token_entropy(piece)
                         ratio = compression_ratio(
                             piece, eos_id=tok.eos_id, pack_dtype=tok.pack_dtype
