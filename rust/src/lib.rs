@@ -1,6 +1,16 @@
-//! curriculum_ds core: exact percentile bucketing, the rolling window and weighted samplers.
+//! `curriculum_ds` core: exact percentile bucketing, the rolling window and weighted samplers.
 //!
-//! Pure Rust over slices; only `py.rs` (feature `python`) touches pyo3/numpy.
+//! Pure Rust over slices; only `py.rs` (feature `python`) touches pyo3/numpy, so `cargo test`
+//! needs no Python. Every kernel is deterministic from explicit seeds and counters
+//! (see [`rng`]) and single-threaded, so no result depends on a thread count.
+
+pub mod bucketing;
+pub mod error;
+pub mod rng;
+pub mod sampling;
+pub mod window;
 
 #[cfg(feature = "python")]
 mod py;
+
+pub use error::{Error, Result};

@@ -1,0 +1,613 @@
+//! Exact percentile bucketing: order-statistic edges and bucket assignment.
+//!
+//! With `s` the sorted finite window of length `N` and `B` buckets, edge `j` (`j = 1..B-1`) is
+//! `s[ceil(j*N/B) - 1]`, and `bucket(v)` = number of edges `<= v`, which equals
+//! `min(B-1, floor(rank(v) * B))` with `rank(v) = #{x in window : x <= v} / N` exactly (ties and
+//! duplicate edges included), because `bucket(v) >= j  <=>  #{x <= v} >= ceil(j*N/B)  <=>
+//! v >= s[ceil(j*N/B) - 1]`.
+//!
+//! Edges are found by a two-pass radix select (as in the perf notes of this project, and
+//! classic MSD radix selection): values map to order-preserving unsigned keys (`-0.0` is first
+//! normalised to `+0.0`); pass 1 builds a histogram of the top 16 key bits; a prefix scan locates
+//! the bin that holds each target rank; pass 2 copies the keys of just those bins; a
+//! `select_nth_unstable` (or a sort, when one bin holds many targets) inside each bin finishes.
+//! Cost `O(N + 2^16)`, worst case (all values in one bin) still `O(N log N)` at most.
+//! Non-finite values (NaN, ±inf) occupy bins that no finite value shares, so they drop out of
+//! the histogram without a branch.
+
+use crate::error::{invalid_arg, Error, Result};
+
+/// Number of histogram bins (top 16 bits of the order-preserving key).
+pub const NUM_BINS: usize = 1 << 16;
+
+/// The largest supported number of buckets.
+pub const MAX_BUCKETS: usize = 1 << 16;
+
+/// A float type the kernels accept (`f32` or `f64`).
+pub trait Float: Copy + Send + Sync + PartialOrd + 'static {
+    /// The order-preserving unsigned key.
+    type Key: Copy + Ord + Send + Sync + Default + 'static;
+    /// Key of `self + 0.0` (so `-0.0` and `+0.0` share a key); for finite values the key order
+    /// is the float order.
+    fn key(self) -> Self::Key;
+    /// Histogram bin (top 16 bits) of a key.
+    fn bin(key: Self::Key) -> usize;
+    /// The float with this key, widened to `f64` (exact).
+    fn key_to_f64(key: Self::Key) -> f64;
+    /// Bins that only non-finite values occupy: `[0, lo)` and `[hi, NUM_BINS)`.
+    const FINITE_BINS: (usize, usize);
+    /// Widen to `f64` (exact).
+    fn to_f64(self) -> f64;
+    /// The smallest value of this type that is `>= e` (so `v >= e <=> v >= ceil(e)` for every
+    /// `v` of this type). `e` must not be NaN.
+    fn ceil_from_f64(e: f64) -> Self;
+    /// Whether the value is NaN.
+    fn is_nan_value(self) -> bool;
+}
+
+impl Float for f32 {
+    type Key = u32;
+    #[inline]
+    fn key(self) -> u32 {
+        let bits = (self + 0.0).to_bits();
+        if bits & 0x8000_0000 == 0 {
+            bits | 0x8000_0000
+        } else {
+            !bits
+        }
+    }
+    #[inline]
+    fn bin(key: u32) -> usize {
+        (key >> 16) as usize
+    }
+    #[inline]
+    fn key_to_f64(key: u32) -> f64 {
+        let bits = if key & 0x8000_0000 == 0 {
+            !key
+        } else {
+            key & 0x7FFF_FFFF
+        };
+        f64::from(f32::from_bits(bits))
+    }
+    // -inf has key 0x007F_FFFF (bin 0x7F); +inf has key 0xFF80_0000 (bin 0xFF80); NaNs are beyond.
+    const FINITE_BINS: (usize, usize) = (0x0080, 0xFF80);
+    #[inline]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    #[inline]
+    fn ceil_from_f64(e: f64) -> f32 {
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "rounded, then corrected upwards"
+        )]
+        let f = e as f32;
+        if f64::from(f) < e {
+            next_up_f32(f)
+        } else {
+            f
+        }
+    }
+    #[inline]
+    fn is_nan_value(self) -> bool {
+        self.is_nan()
+    }
+}
+
+impl Float for f64 {
+    type Key = u64;
+    #[inline]
+    fn key(self) -> u64 {
+        let bits = (self + 0.0).to_bits();
+        if bits & 0x8000_0000_0000_0000 == 0 {
+            bits | 0x8000_0000_0000_0000
+        } else {
+            !bits
+        }
+    }
+    #[inline]
+    fn bin(key: u64) -> usize {
+        #[allow(clippy::cast_possible_truncation, reason = "16-bit value")]
+        let b = (key >> 48) as usize;
+        b
+    }
+    #[inline]
+    fn key_to_f64(key: u64) -> f64 {
+        let bits = if key & 0x8000_0000_0000_0000 == 0 {
+            !key
+        } else {
+            key & 0x7FFF_FFFF_FFFF_FFFF
+        };
+        f64::from_bits(bits)
+    }
+    // -inf: key 0x000F_FFFF_.. (bin 0x000F); +inf: key 0xFFF0_0000_.. (bin 0xFFF0).
+    const FINITE_BINS: (usize, usize) = (0x0010, 0xFFF0);
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline]
+    fn ceil_from_f64(e: f64) -> f64 {
+        e
+    }
+    #[inline]
+    fn is_nan_value(self) -> bool {
+        self.is_nan()
+    }
+}
+
+/// The next `f32` above `f` (`f` not NaN, not +inf).
+fn next_up_f32(f: f32) -> f32 {
+    if f == f32::INFINITY {
+        return f;
+    }
+    let bits = f.to_bits();
+    let next = if f == 0.0 {
+        1 // smallest positive subnormal, from either zero
+    } else if bits & 0x8000_0000 == 0 {
+        bits + 1
+    } else {
+        bits - 1
+    };
+    f32::from_bits(next)
+}
+
+/// Check `1 <= num_buckets <= MAX_BUCKETS`.
+///
+/// # Errors
+/// `InvalidArgument` when out of range.
+pub fn check_num_buckets(num_buckets: usize) -> Result<()> {
+    if (1..=MAX_BUCKETS).contains(&num_buckets) {
+        Ok(())
+    } else {
+        Err(invalid_arg(
+            "num_buckets",
+            format!("must be in [1, {MAX_BUCKETS}], got {num_buckets}"),
+        ))
+    }
+}
+
+/// The 0-based target ranks `ceil(j*n/b) - 1`, `j = 1..b-1` (non-decreasing); `n >= 1`.
+pub fn target_ranks(n: u64, num_buckets: usize) -> Vec<u64> {
+    let b = num_buckets as u128;
+    (1..b)
+        .map(|j| {
+            let num = j * u128::from(n);
+            #[allow(clippy::cast_possible_truncation, reason = "<= n, a u64")]
+            let c = num.div_ceil(b) as u64;
+            c - 1
+        })
+        .collect()
+}
+
+/// A histogram of the top 16 key bits, plus the number of values it holds.
+#[derive(Clone, Debug)]
+pub struct KeyHistogram {
+    /// Count per bin, `NUM_BINS` entries.
+    pub counts: Vec<u32>,
+}
+
+impl Default for KeyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl KeyHistogram {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        Self {
+            counts: vec![0; NUM_BINS],
+        }
+    }
+
+    /// Histogram of the finite values of `data`; returns it and the number of finite values.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `data` has `2^32` values or more.
+    pub fn of_finite<T: Float>(data: &[T]) -> Result<(Self, u64)> {
+        if data.len() >= u32::MAX as usize {
+            return Err(invalid_arg(
+                "window",
+                format!("length {} exceeds 2^32 - 1", data.len()),
+            ));
+        }
+        let mut h = Self::new();
+        let counts = &mut h.counts[..];
+        // Two interleaved sub-histograms would halve store-forwarding stalls on runs of equal
+        // bins; one is enough for loss-like data (measured), so keep it simple.
+        for &v in data {
+            counts[T::bin(v.key())] += 1;
+        }
+        let (lo, hi) = T::FINITE_BINS;
+        for c in &mut counts[..lo] {
+            *c = 0;
+        }
+        for c in &mut counts[hi..] {
+            *c = 0;
+        }
+        let n: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        Ok((h, n))
+    }
+}
+
+/// Exact edges from `data` (finite values are those in the histogram `hist`, `n` of them).
+///
+/// `data` may contain non-finite values only when `hist` left them out (their bins are never
+/// targets). Returns `num_buckets - 1` edges.
+pub fn edges_from_histogram<T: Float>(
+    data: &[T],
+    hist: &KeyHistogram,
+    n: u64,
+    num_buckets: usize,
+) -> Vec<f64> {
+    let ranks = target_ranks(n, num_buckets);
+    if ranks.is_empty() {
+        return Vec::new();
+    }
+    // Locate the bin of each target rank and its rank inside that bin.
+    let mut slot_of_bin = vec![u16::MAX; NUM_BINS];
+    let mut slot_bins: Vec<usize> = Vec::new(); // bin of each slot
+    let mut slot_start: Vec<u64> = Vec::new(); // rank of the first element of the slot's bin
+    let mut target_slot: Vec<(usize, u64)> = Vec::with_capacity(ranks.len()); // (slot, rank in bin)
+    let mut cum: u64 = 0;
+    let mut bin = 0usize;
+    for &r in &ranks {
+        while cum + u64::from(hist.counts[bin]) <= r {
+            cum += u64::from(hist.counts[bin]);
+            bin += 1;
+        }
+        if slot_bins.last() != Some(&bin) {
+            #[allow(clippy::cast_possible_truncation, reason = "at most 65535 slots")]
+            {
+                slot_of_bin[bin] = slot_bins.len() as u16;
+            }
+            slot_bins.push(bin);
+            slot_start.push(cum);
+        }
+        target_slot.push((slot_bins.len() - 1, r - cum));
+    }
+    // Gather the keys of the target bins into one flat buffer.
+    let mut offsets = Vec::with_capacity(slot_bins.len() + 1);
+    let mut total = 0usize;
+    for &b in &slot_bins {
+        offsets.push(total);
+        total += hist.counts[b] as usize;
+    }
+    offsets.push(total);
+    let mut flat: Vec<T::Key> = vec![T::Key::default(); total];
+    let mut cursor: Vec<usize> = offsets[..slot_bins.len()].to_vec();
+    for &v in data {
+        let k = v.key();
+        let s = slot_of_bin[T::bin(k)];
+        if s != u16::MAX {
+            let c = &mut cursor[s as usize];
+            flat[*c] = k;
+            *c += 1;
+        }
+    }
+    // Select inside each bin.
+    let mut edges = Vec::with_capacity(ranks.len());
+    let mut t = 0usize;
+    for s in 0..slot_bins.len() {
+        let keys = &mut flat[offsets[s]..offsets[s + 1]];
+        let first = t;
+        while t < target_slot.len() && target_slot[t].0 == s {
+            t += 1;
+        }
+        let targets = &target_slot[first..t];
+        if targets.len() > 4 {
+            keys.sort_unstable();
+            for &(_, r) in targets {
+                edges.push(T::key_to_f64(keys[usize_of(r)]));
+            }
+        } else {
+            // Descending: each select leaves the smaller ranks in the prefix.
+            let mut vals = vec![0.0; targets.len()];
+            let mut end = keys.len();
+            for (i, &(_, r)) in targets.iter().enumerate().rev() {
+                let r = usize_of(r);
+                let (_, kth, _) = keys[..end].select_nth_unstable(r);
+                vals[i] = T::key_to_f64(*kth);
+                end = r + 1;
+            }
+            edges.extend(vals);
+        }
+    }
+    edges
+}
+
+#[inline]
+fn usize_of(r: u64) -> usize {
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "a rank inside an in-memory slice"
+    )]
+    let u = r as usize;
+    u
+}
+
+/// Exact percentile-bucket edges of the finite values of `window` (see the module docs).
+///
+/// Returns `num_buckets - 1` non-decreasing `f64` edges (empty for one bucket); `-0.0` never
+/// appears (it is normalised to `+0.0`). Non-finite values are left out.
+///
+/// # Errors
+/// `InvalidArgument` if `num_buckets` is outside `[1, 65536]`; `EmptyWindow` if `window` has no
+/// finite value.
+pub fn bucket_edges<T: Float>(window: &[T], num_buckets: usize) -> Result<Vec<f64>> {
+    check_num_buckets(num_buckets)?;
+    let (hist, n) = KeyHistogram::of_finite(window)?;
+    if n == 0 {
+        return Err(Error::EmptyWindow { len: window.len() });
+    }
+    Ok(edges_from_histogram(window, &hist, n, num_buckets))
+}
+
+/// Check that `edges` has no NaN and is non-decreasing.
+///
+/// # Errors
+/// `InvalidArgument` naming the first bad index.
+pub fn check_edges(edges: &[f64]) -> Result<()> {
+    if let Some(i) = edges.iter().position(|e| e.is_nan()) {
+        return Err(invalid_arg("edges", format!("edges[{i}] is NaN")));
+    }
+    if let Some(i) = edges.windows(2).position(|w| w[1] < w[0]) {
+        return Err(invalid_arg(
+            "edges",
+            format!(
+                "must be non-decreasing, but edges[{}] = {} > edges[{}] = {}",
+                i,
+                edges[i],
+                i + 1,
+                edges[i + 1]
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What to do with a NaN value in [`assign_buckets`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NanPolicy {
+    /// Refuse: `Error::NanValue` with the first NaN's index.
+    Raise,
+    /// Assign bucket `-1`.
+    Omit,
+}
+
+/// Values per block of the compare-count loop (the accumulators stay in registers/L1).
+const BLOCK: usize = 64;
+
+/// The bucket of each value: the number of `edges <= v` (see the module docs).
+///
+/// `out` must have `values.len()` entries. NaN values get `-1` under `NanPolicy::Omit`.
+///
+/// # Errors
+/// `InvalidArgument` if `edges` is not non-decreasing or holds NaN, or `out` has the wrong
+/// length; `NanValue` under `NanPolicy::Raise` for the first NaN.
+pub fn assign_buckets<T: Float>(
+    values: &[T],
+    edges: &[f64],
+    nan_policy: NanPolicy,
+    out: &mut [i64],
+) -> Result<()> {
+    check_edges(edges)?;
+    if out.len() != values.len() {
+        return Err(invalid_arg(
+            "out",
+            format!("length {} != values length {}", out.len(), values.len()),
+        ));
+    }
+    let thresholds: Vec<T> = edges.iter().map(|&e| T::ceil_from_f64(e)).collect();
+    let any_nan = if thresholds.len() <= 32 {
+        compare_count_dispatch(values, &thresholds, out)
+    } else {
+        binary_search_count(values, &thresholds, out)
+    };
+    if any_nan {
+        match nan_policy {
+            NanPolicy::Raise => {
+                let index = values.iter().position(|v| v.is_nan_value()).unwrap_or(0);
+                return Err(Error::NanValue { index });
+            }
+            NanPolicy::Omit => {
+                for (o, v) in out.iter_mut().zip(values) {
+                    if v.is_nan_value() {
+                        *o = -1;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn compare_count_dispatch<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe { compare_count_avx512(values, thresholds, out) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { compare_count_avx2(values, thresholds, out) };
+        }
+    }
+    compare_count(values, thresholds, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+fn compare_count_avx512<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+    compare_count(values, thresholds, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn compare_count_avx2<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+    compare_count(values, thresholds, out)
+}
+
+/// Branchless compare-count, blocked so that it auto-vectorises over values.
+#[inline(always)]
+fn compare_count<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+    let mut any_nan = false;
+    let mut acc = [0u32; BLOCK];
+    for (vb, ob) in values.chunks(BLOCK).zip(out.chunks_mut(BLOCK)) {
+        if vb.len() == BLOCK {
+            acc.fill(0);
+            for &t in thresholds {
+                for (a, &v) in acc.iter_mut().zip(vb) {
+                    *a += u32::from(v >= t);
+                }
+            }
+            let mut nan = false;
+            for &v in vb {
+                #[allow(clippy::eq_op, reason = "v != v is the branchless NaN test")]
+                {
+                    nan |= v != v;
+                }
+            }
+            any_nan |= nan;
+            for (o, &a) in ob.iter_mut().zip(&acc) {
+                *o = i64::from(a);
+            }
+        } else {
+            for (o, &v) in ob.iter_mut().zip(vb) {
+                let c = thresholds.iter().filter(|&&t| v >= t).count();
+                *o = c as i64;
+                any_nan |= v.is_nan_value();
+            }
+        }
+    }
+    any_nan
+}
+
+/// Branchless binary search for many edges: `O(log B)` per value.
+fn binary_search_count<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+    let mut any_nan = false;
+    for (o, &v) in out.iter_mut().zip(values) {
+        // partition_point: number of thresholds t with t <= v (thresholds are non-decreasing).
+        let c = thresholds.partition_point(|&t| v >= t);
+        *o = c as i64;
+        any_nan |= v.is_nan_value();
+    }
+    any_nan
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::float_cmp,
+    reason = "test oracles: small known-range values, exact float expectations"
+)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn oracle_edges(window: &[f64], b: usize) -> Vec<f64> {
+        let mut s: Vec<f64> = window
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite())
+            .map(|v| v + 0.0)
+            .collect();
+        s.sort_by(f64::total_cmp);
+        target_ranks(s.len() as u64, b)
+            .iter()
+            .map(|&r| s[r as usize])
+            .collect()
+    }
+
+    #[test]
+    fn simple_edges() {
+        let w: Vec<f32> = (0..10).map(|i| i as f32).collect();
+        assert_eq!(bucket_edges(&w, 2).unwrap(), vec![4.0]);
+        assert_eq!(bucket_edges(&w, 1).unwrap(), Vec::<f64>::new());
+        assert_eq!(
+            bucket_edges(&w, 10).unwrap(),
+            (0..9).map(f64::from).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            bucket_edges::<f32>(&[f32::NAN, f32::INFINITY], 4),
+            Err(Error::EmptyWindow { len: 2 })
+        );
+        assert!(bucket_edges::<f32>(&[1.0], 0).is_err());
+        assert!(bucket_edges::<f32>(&[1.0], MAX_BUCKETS + 1).is_err());
+        let mut out = vec![0; 2];
+        assert_eq!(
+            assign_buckets(&[1.0f32, f32::NAN], &[0.5], NanPolicy::Raise, &mut out),
+            Err(Error::NanValue { index: 1 })
+        );
+        assign_buckets(&[1.0f32, f32::NAN], &[0.5], NanPolicy::Omit, &mut out).unwrap();
+        assert_eq!(out, vec![1, -1]);
+        assert!(assign_buckets(&[1.0f32, 2.0], &[0.5, 0.1], NanPolicy::Omit, &mut out).is_err());
+    }
+
+    #[test]
+    fn negative_zero_and_ceil() {
+        let w = [-0.0f32, 0.0, -0.0, 1.0];
+        let e = bucket_edges(&w, 2).unwrap();
+        assert_eq!(e[0].to_bits(), 0.0f64.to_bits());
+        let e = 0.1f64;
+        let c = f32::ceil_from_f64(e);
+        assert!(f64::from(c) >= e);
+        assert!(f64::from(f32::from_bits(c.to_bits() - 1)) < e);
+        assert_eq!(f32::ceil_from_f64(-1e300), -f32::MAX);
+        assert_eq!(f32::ceil_from_f64(1e300), f32::INFINITY);
+    }
+
+    proptest! {
+        #[test]
+        fn edges_match_oracle_and_assign_is_exact(
+            w in prop::collection::vec(prop_oneof![
+                -3.0f64..3.0,
+                Just(0.0), Just(-0.0), Just(1.0), Just(f64::NAN), Just(f64::INFINITY),
+            ], 1..300),
+            q in prop::collection::vec(prop_oneof![-4.0f64..4.0, Just(1.0), Just(-0.0)], 0..100),
+            b in 1usize..40,
+        ) {
+            let w32: Vec<f32> = w.iter().map(|&v| v as f32).collect();
+            let w64: Vec<f64> = w32.iter().map(|&v| f64::from(v)).collect();
+            let finite = w64.iter().filter(|v| v.is_finite()).count();
+            if finite == 0 {
+                prop_assert!(bucket_edges(&w32, b).is_err());
+                return Ok(());
+            }
+            let e32 = bucket_edges(&w32, b).unwrap();
+            let e64 = bucket_edges(&w64, b).unwrap();
+            let oracle = oracle_edges(&w64, b);
+            prop_assert_eq!(&e32, &oracle);
+            prop_assert_eq!(&e64, &oracle);
+            prop_assert!(e32.windows(2).all(|p| p[0] <= p[1]));
+            // Assignment: exactly one bucket in range, equal to the full-rank definition.
+            let mut out = vec![0i64; w32.len()];
+            assign_buckets(&w32, &e32, NanPolicy::Omit, &mut out).unwrap();
+            let sorted: Vec<f64> = { let mut s: Vec<f64> = w64.iter().copied().filter(|v| v.is_finite()).collect(); s.sort_by(f64::total_cmp); s };
+            let n = sorted.len();
+            for (&v, &o) in w64.iter().zip(&out) {
+                if v.is_nan() { prop_assert_eq!(o, -1); continue; }
+                prop_assert!(o >= 0 && (o as usize) < b);
+                if v.is_finite() {
+                    let rank = sorted.iter().filter(|&&x| x <= v).count();
+                    let expect = ((rank * b) / n).min(b - 1);
+                    prop_assert_eq!(o as usize, expect);
+                }
+            }
+            let q32: Vec<f32> = q.iter().map(|&v| v as f32).collect();
+            let mut o2 = vec![0i64; q32.len()];
+            assign_buckets(&q32, &e32, NanPolicy::Raise, &mut o2).unwrap();
+            for (&v, &o) in q32.iter().zip(&o2) {
+                let rank = sorted.iter().filter(|&&x| x <= f64::from(v)).count();
+                prop_assert_eq!(o as usize, ((rank * b) / n).min(b - 1));
+            }
+        }
+    }
+}

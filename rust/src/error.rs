@@ -1,0 +1,116 @@
+//! The one error type of the kernels; `py.rs` maps each variant to a Python exception.
+
+use std::fmt;
+
+/// Every way a kernel can refuse its input. Messages name the offending value or index.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// The window holds no finite value, so no order statistic exists (`BucketingError`).
+    EmptyWindow {
+        /// Length of the window, non-finite values included.
+        len: usize,
+    },
+    /// A value to bucket is NaN and the policy is to refuse it (`BucketingError`).
+    NanValue {
+        /// Index of the first NaN.
+        index: usize,
+    },
+    /// An argument is out of its documented range (`ValueError`).
+    InvalidArgument {
+        /// Name of the argument.
+        name: &'static str,
+        /// What is wrong with it, including the value.
+        reason: String,
+    },
+    /// A weight or probability is negative, NaN or infinite (`SamplingError`).
+    InvalidWeight {
+        /// Index of the first bad weight.
+        index: usize,
+        /// The bad weight.
+        value: f64,
+    },
+    /// No weight is positive (`SamplingError`).
+    ZeroTotalWeight {
+        /// Number of weights.
+        len: usize,
+    },
+    /// More distinct indices were requested than there are positive weights (`SamplingError`).
+    NotEnoughPositiveWeights {
+        /// Requested number of indices.
+        k: usize,
+        /// Number of positive weights.
+        num_positive: usize,
+    },
+    /// A bucket index is neither -1 nor in `[0, num_buckets)` (`SamplingError`).
+    BucketIndexOutOfRange {
+        /// Position of the bad entry.
+        index: usize,
+        /// The bad bucket index.
+        value: i64,
+        /// The number of buckets.
+        num_buckets: usize,
+    },
+    /// Every bucket with positive probability is empty (`SamplingError`).
+    NoMassOnNonEmptyBuckets,
+    /// A saved state does not fit this object (`ValueError`).
+    InvalidState {
+        /// What does not fit, including the values.
+        reason: String,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::EmptyWindow { len } => write!(
+                f,
+                "window has no finite value (length {len}); cannot compute bucket edges"
+            ),
+            Error::NanValue { index } => write!(
+                f,
+                "value at index {index} is NaN; pass nan_policy=\"omit\" to assign it -1"
+            ),
+            Error::InvalidArgument { name, reason } => write!(f, "{name}: {reason}"),
+            Error::InvalidWeight { index, value } => write!(
+                f,
+                "weight at index {index} is {value}; weights must be finite and >= 0"
+            ),
+            Error::ZeroTotalWeight { len } => {
+                write!(
+                    f,
+                    "all {len} weights are zero; at least one must be positive"
+                )
+            }
+            Error::NotEnoughPositiveWeights { k, num_positive } => write!(
+                f,
+                "cannot draw k={k} distinct indices: only {num_positive} weights are positive"
+            ),
+            Error::BucketIndexOutOfRange {
+                index,
+                value,
+                num_buckets,
+            } => write!(
+                f,
+                "bucket_idx[{index}] = {value} is out of range; expected -1 or 0..{num_buckets}"
+            ),
+            Error::NoMassOnNonEmptyBuckets => write!(
+                f,
+                "all probability mass is on empty buckets; no index can be drawn"
+            ),
+            Error::InvalidState { reason } => write!(f, "invalid state: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Shorthand for `Error::InvalidArgument`.
+pub(crate) fn invalid_arg(name: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidArgument {
+        name,
+        reason: reason.into(),
+    }
+}
+
+/// Result alias of the kernels.
+pub type Result<T> = std::result::Result<T, Error>;
