@@ -118,7 +118,7 @@ def test_minimal_section_defaults() -> None:
 def test_models_are_frozen_and_round_trip() -> None:
     cfg = parse_curriculum(base_section())
     with pytest.raises(ValueError, match="frozen"):
-        cfg.seed = 1  # type: ignore[misc]
+        cfg.seed = 1
     dumped = cfg.model_dump(mode="json")
     assert dumped["max_duration"] == "3000tok"
     assert dumped["schedule"][1]["duration"] == "2000tok"
