@@ -600,3 +600,37 @@ def test_static_metric_must_exist_when_dynamic(data_dir: Path) -> None:
         check_streams(parse_curriculum(section))
     section["dynamic"]["enabled"] = False
     check_streams(parse_curriculum(section))
+
+
+def test_duration_object_form_errors_are_one_problem() -> None:
+    # Duration(unit=..., value=...) is the programmatic form; its errors still read as one line
+    message = refused(
+        lambda s: s["schedule"][0].__setitem__("duration", {"unit": "tok", "value": 1.5})
+    )
+    assert (
+        message == 'curriculum.schedule[0] ("short").duration.value: expected an integer, got 1.5'
+    )
+
+
+def test_streams_must_share_one_vocabulary(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import curriculum_ds.config as config_module
+
+    class Info:
+        def __init__(self, vocab_size: int | None) -> None:
+            self.num_samples = 3
+            self.vocab_size = vocab_size
+            self.metrics = {"num_tokens": np.array([5, 7, 9])}
+
+    vocab = {"data/short": 256, "data/long": 50257}
+    monkeypatch.setattr(config_module, "read_stream_info_checked", lambda local: Info(vocab[local]))
+    with pytest.raises(
+        ConfigError,
+        match=(
+            r'^curriculum\.schedule\[1\] \("mix"\)\.train_loader\.streams\[1\]\.local: "data/long" '
+            r'was tokenized with vocab_size 50257 but "data/short" \(schedule\[0\] \("short"\)'
+            r"\.train_loader\.streams\[0\]\) with 256; all streams must share one tokenizer$"
+        ),
+    ):
+        check_streams(parse_curriculum(base_section()))
+    vocab["data/long"] = None  # type: ignore[assignment]  # unknown tokenizer: not compared
+    check_streams(parse_curriculum(base_section()))

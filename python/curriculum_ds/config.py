@@ -376,9 +376,11 @@ def _format_loc(loc: tuple[str | int, ...], raw: Any, root: str) -> str:
                 parts[-1] += label
             else:
                 parts.append(label)
-        else:
+        elif isinstance(node, dict) or node is raw:
             parts.append(item)
             node = node.get(item) if isinstance(node, dict) else None
+        else:
+            continue  # a pydantic union tag ("int", "is-instance[...]") below a scalar value
         prev = item
     return ".".join(parts)
 
@@ -436,16 +438,19 @@ def _error_message(err: Any, loc: tuple[str | int, ...]) -> str:
 
 
 def _format_validation_error(exc: ValidationError, raw: Any, root: str = "curriculum") -> str:
-    errors = exc.errors()
-    first = errors[0]
-    loc = tuple(first["loc"])
-    ctx = first.get("ctx") or {}
-    if first["type"] == _ERR and ctx.get("subloc"):
-        loc = loc + tuple(ctx["subloc"])
-    path = _format_loc(loc, raw, root) or root
-    message = f"{path}: {_error_message(first, loc)}"
-    if len(errors) > 1:
-        more = len(errors) - 1
+    messages: list[str] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        ctx = err.get("ctx") or {}
+        if err["type"] == _ERR and ctx.get("subloc"):
+            loc = loc + tuple(ctx["subloc"])
+        path = _format_loc(loc, raw, root) or root
+        if messages and any(m.startswith(f"{path}: ") for m in messages):
+            continue  # one field failing several union branches is one problem
+        messages.append(f"{path}: {_error_message(err, loc)}")
+    message = messages[0]
+    if len(messages) > 1:
+        more = len(messages) - 1
         message += f" (+{more} more error{'s' if more > 1 else ''})"
     return message.replace("\n", " ")
 
@@ -637,14 +642,32 @@ def stream_infos(cfg: CurriculumConfig) -> dict[str, Any]:
 def check_streams(cfg: CurriculumConfig) -> None:
     """Check that every stream is a readable MDS dataset with the metrics the config needs.
 
-    Relative ``local`` paths are resolved against the current working directory.
+    Streams made by ``curriculum-ds prepare`` must all share one vocabulary size (one
+    tokenizer); streams of unknown vocabulary are not compared. Relative ``local`` paths are
+    resolved against the current working directory.
 
     Raises:
-        ConfigError: naming the JSON path and phase of the first bad stream, or
+        ConfigError: naming the JSON path and phase of the first bad stream (missing, not MDS,
+            unreadable, another vocab_size), or
             ``curriculum.dynamic.static_metric`` when dynamic re-weighting is enabled and a
             stream lacks that metric column.
     """
     infos = stream_infos(cfg)
+    first_vocab: tuple[int, str, str] | None = None  # (vocab_size, local, where)
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            vocab = getattr(infos[stream.local], "vocab_size", None)
+            if not isinstance(vocab, int):
+                continue  # not made by `prepare`: the tokenizer is unknown
+            where = f"schedule[{i}] ({_show(phase.name)}).train_loader.streams[{j}]"
+            if first_vocab is None:
+                first_vocab = (vocab, stream.local, where)
+            elif vocab != first_vocab[0]:
+                raise ConfigError(
+                    f"curriculum.{where}.local: {_show(stream.local)} was tokenized with "
+                    f"vocab_size {vocab} but {_show(first_vocab[1])} ({first_vocab[2]}) with "
+                    f"{first_vocab[0]}; all streams must share one tokenizer"
+                )
     if not cfg.dynamic.enabled:
         return
     metric = cfg.dynamic.static_metric
