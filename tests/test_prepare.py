@@ -107,8 +107,9 @@ def test_split_at_max_seq_len_and_min_tokens(tmp_path: Path) -> None:
 
 
 def test_jsonl_round_trip_samples_never_span_documents(tmp_path: Path) -> None:
-    texts = ["first document", "", "second — with ünïcode", "x" * 30]
-    lines = [json.dumps({"text": t, "id": i}) for i, t in enumerate(texts)]
+    texts = ["first document", "", "second — with ünïcode\u2028and\x85seps\r\n", "x" * 30]
+    lines = [json.dumps({"text": t, "id": i}, ensure_ascii=False) for i, t in enumerate(texts)]
+    lines[0] += "\r"  # CRLF line endings are fine
     lines.insert(2, "   ")  # blank lines are skipped
     src = write(tmp_path / "d.jsonl", "\n".join(lines) + "\n")
     summary = prepare([src], tmp_path / "ds", max_seq_len=8)

@@ -42,7 +42,6 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -264,7 +263,9 @@ def _decode_text(path: Path, data: bytes) -> str:
 
 def _iter_jsonl(path: Path, data: bytes) -> Iterator[str]:
     text = _decode_text(path, data)
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Split on "\n" only: str.splitlines() would also cut at U+2028, U+0085, ..., which
+    # json.dumps(ensure_ascii=False) leaves unescaped inside strings.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -512,7 +513,8 @@ def prepare(
     from streaming import MDSWriter
     from tqdm import tqdm
 
-    out = Path(out)
+    given_out = Path(out)
+    out = given_out.resolve()
     if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len < 2:
         raise DataError(f"max_seq_len must be an integer >= 2, got {max_seq_len!r}")
     if isinstance(min_tokens, bool) or not isinstance(min_tokens, int):
@@ -598,7 +600,7 @@ def prepare(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return PrepareSummary(
-        out=out,
+        out=given_out,
         num_documents=num_documents,
         num_samples=len(lengths),
         num_tokens=num_tokens,
@@ -688,8 +690,8 @@ class StreamInfo:
         eos_id: End-of-document id, or ``None``.
         max_seq_len: Longest sample allowed when prepared, in tokens; ``None`` if unknown.
         tokenizer: ``"byte"``, the tokenizer file path, or ``None`` if unknown.
-        metrics: Read-only mapping column → read-only array of shape ``(num_samples,)``, in sample
-            order: ``num_tokens`` (int64) always, plus the float64 metrics of prepared datasets.
+        metrics: Column name → read-only array of shape ``(num_samples,)``, in sample order:
+            ``num_tokens`` (int64) always, plus the float64 metrics of prepared datasets.
     """
 
     local: Path
@@ -699,7 +701,7 @@ class StreamInfo:
     eos_id: int | None
     max_seq_len: int | None
     tokenizer: str | None
-    metrics: Mapping[str, np.ndarray]
+    metrics: dict[str, np.ndarray]
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -780,7 +782,7 @@ def read_stream_info(local: str | Path) -> StreamInfo:
         eos_id=int(eos) if isinstance(eos, int) else None,
         max_seq_len=int(meta["max_seq_len"]),
         tokenizer=tokenizer,
-        metrics=MappingProxyType(metrics),
+        metrics=metrics,
     )
 
 
@@ -808,7 +810,7 @@ def _read_foreign_info(local: Path, index: dict[str, Any], num_samples: int) -> 
         eos_id=None,
         max_seq_len=None,
         tokenizer=None,
-        metrics=MappingProxyType({"num_tokens": _frozen(lengths)}),
+        metrics={"num_tokens": _frozen(lengths)},
     )
 
 
