@@ -307,7 +307,7 @@ def _first_difference(old: Any, new: Any, path: str = "") -> tuple[str, str, str
 
 
 def _require(saved: Any, key: str, kind: type | tuple[type, ...]) -> Any:
-    if not isinstance(saved, dict) or key not in saved:
+    if not isinstance(saved, Mapping) or key not in saved:
         raise ResumeError(f"checkpoint curriculum state: missing {key!r}")
     value = saved[key]
     if isinstance(value, bool) or not isinstance(value, kind):
@@ -329,7 +329,7 @@ def _saved_schedule(phases: list[dict[str, Any]], seed: int, unit: str) -> Curri
         ) from None
 
 
-def check_resume(cfg: CurriculumConfig, saved: SavedCurriculum) -> ResumePlan:
+def check_resume(cfg: CurriculumConfig, saved: SavedCurriculum | Mapping[str, Any]) -> ResumePlan:
     """Check that a checkpoint can continue under ``cfg`` and say where (issue 4 item 6).
 
     Rules: the seed and the unit must not change; every phase completed at save time must be
@@ -342,7 +342,8 @@ def check_resume(cfg: CurriculumConfig, saved: SavedCurriculum) -> ResumePlan:
 
     Args:
         cfg: the new (validated) curriculum config.
-        saved: the state from the checkpoint (:func:`saved_curriculum`).
+        saved: the state read back from the checkpoint (:func:`saved_curriculum`); any mapping,
+            checked key by key (extra keys are ignored).
 
     Returns:
         The plan: phase to continue in, cumulative and in-phase progress, whether the phase starts
