@@ -6,6 +6,7 @@ import gc
 import json
 import os
 import pathlib
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -196,6 +197,8 @@ def test_meta_and_metrics_agree_with_shards(tmp_path: Path) -> None:
     np.testing.assert_array_equal(info.metrics["num_tokens"], [r["num_tokens"] for r in rows])
     with pytest.raises(ValueError, match="read-only"):
         info.metrics["num_tokens"][0] = 1
+    clone = pickle.loads(pickle.dumps(info))  # travels to DataLoader workers / other ranks
+    np.testing.assert_array_equal(clone.metrics["token_entropy"], info.metrics["token_entropy"])
 
 
 def test_metric_values_rank_difficulty() -> None:
