@@ -634,3 +634,46 @@ def test_streams_must_share_one_vocabulary(data_dir: Path, monkeypatch: pytest.M
         check_streams(parse_curriculum(base_section()))
     vocab["data/long"] = None  # type: ignore[assignment]  # unknown tokenizer: not compared
     check_streams(parse_curriculum(base_section()))
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@given(st.data())
+def test_any_single_edit_gives_one_line_or_a_valid_config(data: st.DataObject) -> None:
+    section = base_section()
+    paths = _paths(section)
+    path = data.draw(st.sampled_from(paths))
+    value = data.draw(_JSON)
+    node = section
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    try:
+        parse_curriculum(section)
+    except ConfigError as exc:
+        message = str(exc)
+        assert "\n" not in message
+        assert message.startswith("curriculum")
+        assert re.match(r"^curriculum[\w.\[\]]*( \(\"[^\n]*\"\))?[\w.\[\]]*", message)
