@@ -20,6 +20,8 @@ from curriculum_ds.schedule import (
     phase_fingerprint,
     saved_curriculum,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def section() -> dict[str, Any]:
@@ -523,3 +525,34 @@ def test_fresh_plan_for_a_checkpoint_without_curriculum() -> None:
     ep_plan = fresh_plan(parse_curriculum(raw))
     assert isinstance(ep_plan.progress, Fraction)
     assert ep_plan.notes == ()
+
+
+@given(
+    st.lists(st.integers(min_value=1, max_value=10_000), min_size=1, max_size=6),
+    st.integers(min_value=0, max_value=70_000),
+    st.integers(min_value=1, max_value=10_000),
+)
+def test_resume_unchanged_or_appended_matches_phase_at(
+    durations: list[int], progress: int, appended: int
+) -> None:
+    loader = {"streams": [{"local": "s"}]}
+    raw: dict[str, Any] = {
+        "max_duration": f"{sum(durations)}tok",
+        "schedule": [
+            {"name": f"p{i}", "duration": f"{d}tok", "train_loader": loader}
+            for i, d in enumerate(durations)
+        ],
+    }
+    cfg = parse_curriculum(raw)
+    sched = PhaseSchedule(cfg)
+    saved = save(cfg, progress)
+    plan = check_resume(cfg, saved)
+    assert plan.phase_idx == sched.phase_at(progress)
+    if plan.phase_idx < sched.num_phases:
+        assert plan.phase_progress == progress - sched.starts[plan.phase_idx]
+        assert plan.is_new_phase == (progress == sched.starts[plan.phase_idx])
+    # appending a phase never invalidates a checkpoint
+    raw["schedule"].append({"name": "extra", "duration": f"{appended}tok", "train_loader": loader})
+    raw["max_duration"] = f"{sum(durations) + appended}tok"
+    longer = parse_curriculum(raw)
+    assert check_resume(longer, saved).phase_idx == PhaseSchedule(longer).phase_at(progress)
