@@ -25,7 +25,7 @@ import typing
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -39,6 +39,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from curriculum_ds.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from curriculum_ds.data import StreamInfo
 
 __all__ = [
     "CurriculumConfig",
@@ -578,31 +581,16 @@ def load_config(path: str | Path, *, check_data: bool = False) -> RunConfig:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class _FallbackStreamInfo:
-    num_samples: int
-    vocab_size: int | None
-    metrics: dict[str, Any] | None
-
-
-def read_stream_info_checked(local: str) -> Any:
+def read_stream_info_checked(local: str) -> StreamInfo:
     """``curriculum_ds.data.read_stream_info(local)``: num_samples, vocab_size, metrics.
+
+    Imported lazily so that validating a config does not import streaming until data is read.
 
     Raises:
         DataError: the directory is missing or not a readable MDS dataset.
     """
-    try:
-        from curriculum_ds.data import read_stream_info
-    except ImportError:  # pragma: no cover - data.py not there yet: minimal index.json check
-        index = Path(local) / "index.json"
-        if not Path(local).is_dir():
-            raise DataError(f"{local}: no such directory") from None
-        try:
-            shards = json.loads(index.read_text())["shards"]
-            num = sum(int(s["samples"]) for s in shards)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{local}: not an MDS dataset ({index}: {exc})") from None
-        return _FallbackStreamInfo(num_samples=num, vocab_size=None, metrics=None)
+    from curriculum_ds.data import read_stream_info
+
     return read_stream_info(local)
 
 
