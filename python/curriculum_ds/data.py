@@ -538,8 +538,8 @@ def prepare(
         writer_kwargs: dict[str, Any] = {"progress_bar": False, "exist_ok": False}
         if size_limit is not None:
             writer_kwargs["size_limit"] = size_limit
-        bar = tqdm(desc="prepare", unit="doc", disable=not progress)
-        with MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs) as writer:
+        bar = tqdm(desc="prepare", unit="doc", disable=not progress, leave=False)
+        with bar, MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs) as writer:
             for batch in _batched(_iter_documents(paths, stats), _HF_ENCODE_BATCH):
                 for ids in tok.encode_documents(batch):
                     num_documents += 1
@@ -560,7 +560,6 @@ def prepare(
                         entropies.append(entropy)
                         ratios.append(ratio)
                 bar.update(len(batch))
-        bar.close()
         if num_documents == 0:
             shown = ", ".join(str(p) for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
             raise DataError(f"no documents found in inputs: {shown}")
