@@ -60,12 +60,14 @@ __all__ = [
     "PrepareSummary",
     "StreamInfo",
     "Tokenizer",
+    "compression_ratio",
     "ensure_local_world_size",
     "load_tokenizer",
     "open_stream",
     "prepare",
     "read_stream_info",
     "split_document",
+    "token_entropy",
 ]
 
 DATASET_FORMAT = "curriculum_ds/1"
