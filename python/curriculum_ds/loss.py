@@ -8,7 +8,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-__all__ = ["IGNORE_INDEX", "per_sample_token_losses", "scale_micro_batch_loss"]
+__all__ = [
+    "IGNORE_INDEX",
+    "count_valid_tokens",
+    "global_valid_tokens",
+    "per_sample_token_losses",
+    "scale_micro_batch_loss",
+]
 
 IGNORE_INDEX = -100
 """Label value of a position that bears no loss (padding), as in HF transformers and torch."""
@@ -91,3 +97,38 @@ def scale_micro_batch_loss(
         # mean over this micro-batch's tokens; clamp keeps a 0-token micro-batch at 0 instead of NaN
         return loss_sum / num_valid.clamp(min=1).to(loss_sum.dtype)
     raise ValueError(f"loss_weighting must be 'token' or 'sample', got {mode!r}")
+
+
+def count_valid_tokens(labels: torch.Tensor) -> torch.Tensor:
+    """Loss-bearing tokens of a micro-batch: shifted labels not equal to ``IGNORE_INDEX``.
+
+    Args:
+        labels: int64 ``(batch, seq_len)``.
+
+    Returns:
+        A scalar int64 tensor on ``labels``' device (no host sync).
+    """
+    return (labels[:, 1:] != IGNORE_INDEX).sum()
+
+
+def global_valid_tokens(
+    micro_batch_labels: list[torch.Tensor], *, device: torch.device | str
+) -> torch.Tensor:
+    """All-reduce (sum) the step's loss-bearing tokens over the data-parallel group, once.
+
+    Args:
+        micro_batch_labels: This rank's labels of every micro-batch of the optimizer step.
+        device: Where the count lives (the engine's device; NCCL needs CUDA, gloo CPU).
+
+    Returns:
+        Scalar int64 tensor on ``device``: loss-bearing tokens over all ranks and micro-batches
+        of the step. Kept on device so normalisation adds no host sync per micro-batch.
+    """
+    import torch.distributed as dist  # noqa: PLC0415
+
+    local = torch.zeros((), dtype=torch.int64, device=device)
+    for labels in micro_batch_labels:
+        local += count_valid_tokens(labels.to(device))
+    if dist.is_initialized():
+        dist.all_reduce(local)
+    return local

@@ -241,7 +241,11 @@ class Trainer:
     # ------------------------------------------------------------------------------- one step
     def _train_step(self, loader: Any, batch: Any) -> dict[str, Any]:
         """Forward/backward every micro-batch of this rank, then one optimizer step."""
-        from curriculum_ds.loss import per_sample_token_losses, scale_micro_batch_loss  # noqa: PLC0415
+        from curriculum_ds.loss import (  # noqa: PLC0415
+            global_valid_tokens,
+            per_sample_token_losses,
+            scale_micro_batch_loss,
+        )
 
         torch, dist = self.torch, self.dist
         mode = self.cfg.loss_weighting
@@ -249,9 +253,7 @@ class Trainer:
                                              micro_batch_size=self.micro_batch_size)
         # Loss-bearing tokens of the whole step, counted before any forward (labels are known):
         # one all-reduce per step over the data-parallel group, kept on device.
-        local_valid = sum(int((mb.labels[:, 1:] != -100).sum()) for mb in micro_batches)
-        global_valid = torch.tensor(local_valid, dtype=torch.int64, device=self.device)
-        dist.all_reduce(global_valid)
+        global_valid = global_valid_tokens([mb.labels for mb in micro_batches], device=self.device)
         num_global_valid = int(global_valid.item())  # one host sync per step: decides a skip
         per_rank = len(batch) // self.dp_world_size
         sample_losses = torch.full((per_rank,), float("nan"), dtype=torch.float64, device=self.device)
