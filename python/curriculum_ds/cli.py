@@ -62,7 +62,7 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int) -> None:
     from curriculum_ds.config import load_config  # noqa: PLC0415
     from curriculum_ds.schedule import describe_schedule  # noqa: PLC0415
 
-    run = load_config(ds_config)
+    run = load_config(ds_config, check_data=True)
     click.echo(describe_schedule(run, dp_world_size=num_gpus))
     if resume_from is not None:
         from curriculum_ds.checkpoint import resume_verdict  # noqa: PLC0415
@@ -80,7 +80,7 @@ def launch(ds_config: Path, num_gpus: int | None, master_port: int | None, train
     from curriculum_ds.config import load_config  # noqa: PLC0415
     from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command  # noqa: PLC0415
 
-    load_config(ds_config)  # refuse a bad config before starting any rank
+    load_config(ds_config, check_data=True)  # refuse a bad config before starting any rank
     cmd = build_command(ds_config, num_gpus=num_gpus or default_num_gpus(), train_args=train_args,
                         master_port=master_port)
     cuda = has_cuda()

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         args = parse_args(argv)
-        run = load_config(args.deepspeed_config)  # refused here, before any rank trains
+        run = load_config(args.deepspeed_config, check_data=True)  # refused before any rank trains
     except (CurriculumError, LocalRankError) as exc:
         print(f"curriculum_ds: error: {exc}", file=sys.stderr)
         return 1
