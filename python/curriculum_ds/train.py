@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local_rank", "--local-rank", type=int, default=None,
                    help="set by the DeepSpeed launcher; must agree with LOCAL_RANK")
     p.add_argument("--deepspeed", action="store_true", help="accepted for DeepSpeed compatibility")
+    p.add_argument("--dump-state", type=Path, default=None, help=argparse.SUPPRESS)
     # Fault injection for the resume tests: SIGKILL this process at a precise point.
     p.add_argument("--kill-after-step", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--kill-during-save", type=int, default=None, help=argparse.SUPPRESS)
@@ -230,6 +231,8 @@ class Trainer:
                 break
         if progress_bar is not None:
             progress_bar.close()
+        if self.args.dump_state is not None:
+            self._dump_state(self.args.dump_state)
         for writer in (metrics, history, trace):
             if writer is not None:
                 writer.close()
@@ -358,6 +361,22 @@ class Trainer:
             "dynamic": saved.get("dynamic"),
             "resumed": True,
         }
+
+    def _dump_state(self, out: Path) -> None:
+        """For tests: full parameters (gathered under ZeRO-3) and this rank's dynamic state."""
+        import deepspeed  # noqa: PLC0415
+
+        torch = self.torch
+        out.mkdir(parents=True, exist_ok=True)
+        named = list(self.engine.module.named_parameters())
+        zero3 = self.engine.zero_optimization_stage() == 3
+        with deepspeed.zero.GatheredParameters([p for _, p in named], enabled=zero3):
+            if self.is_main:
+                torch.save({n: p.detach().float().cpu().clone() for n, p in named}, out / "params.pt")
+        if self.dynamic is not None:
+            torch.save(self.dynamic.state_dict() | {"window_values": self.dynamic.window.values()},
+                       out / f"rank{self.dp_rank}_dynamic.pt")
+        self.dist.barrier()
 
     # ------------------------------------------------------------------------------- display
     def _progress_bar(self) -> Any:

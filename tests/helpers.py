@@ -1,0 +1,108 @@
+"""Shared helpers of the tests that build real MDS data and launch real DeepSpeed ranks on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from curriculum_ds.data import prepare
+from curriculum_ds.launch import build_command, launcher_env
+from curriculum_ds.runlog import read_jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_dataset(
+    root: Path, name: str, docs: list[str], *, max_seq_len: int = 64, min_tokens: int = 2
+) -> Path:
+    """Prepare `docs` (one document each, byte tokens) into the MDS dataset root/name."""
+    src = root / f"{name}.jsonl"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    out = root / name
+    prepare([src], out, max_seq_len=max_seq_len, min_tokens=min_tokens)
+    return out
+
+
+def ragged_docs(num_docs: int, *, seed: int = 0, min_len: int = 8, max_len: int = 60) -> list[str]:
+    """Deterministic English-like documents of varied lengths (ragged sequences)."""
+    import random
+
+    rng = random.Random(seed)
+    words = ("the model reads data in phases and every token of a step weighs the same "
+             "curriculum learning starts easy and ends hard while ranks agree").split()
+    docs = []
+    for _ in range(num_docs):
+        n = rng.randint(min_len, max_len)
+        text = ""
+        while len(text.encode()) < n:
+            text += rng.choice(words) + " "
+        docs.append(text[:n].strip() or "x")
+    return docs
+
+
+def fixed_docs(num_docs: int, length: int) -> list[str]:
+    """Documents of exactly `length - 1` bytes (+1 EOS token = `length` tokens each)."""
+    return [f"{i:06d}".ljust(length - 1, "abcdefghij"[i % 10]) for i in range(num_docs)]
+
+
+def write_ds_config(path: Path, curriculum: dict[str, Any], **ds: Any) -> Path:
+    """A ds_config JSON: small defaults for CPU runs, overridden by `ds`, plus the curriculum."""
+    config: dict[str, Any] = {
+        "train_micro_batch_size_per_gpu": 2,
+        "gradient_accumulation_steps": 2,
+        "steps_per_print": 1_000_000,
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+        "zero_optimization": {"stage": 0},
+    }
+    config.update(ds)
+    config["curriculum"] = curriculum
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def launch(
+    ds_config: Path,
+    run_dir: Path,
+    *extra: str,
+    num_gpus: int = 2,
+    timeout: int = 600,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run `deepspeed --num_gpus N --module curriculum_ds.train ...` on CPU ranks (gloo)."""
+    cmd = build_command(ds_config, num_gpus=num_gpus,
+                        train_args=["--run-dir", str(run_dir), "--no-progress", *extra])
+    env = launcher_env(cuda=False)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=ds_config.parent)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"launch failed ({proc.returncode}): {' '.join(cmd)}\n"
+            f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def run_train_module(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+                     timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """`python -m curriculum_ds.train ...` in a subprocess (single process, no launcher)."""
+    full_env = launcher_env(cuda=False) | (env or {})
+    return subprocess.run([sys.executable, "-m", "curriculum_ds.train", *args], env=full_env,
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def metrics(run_dir: Path) -> list[dict[str, Any]]:
+    return read_jsonl(run_dir / "metrics.jsonl")
+
+
+def trace(run_dir: Path) -> list[dict[str, Any]]:
+    return read_jsonl(run_dir / "sample_trace.jsonl")
+
+
+def history(run_dir: Path) -> list[dict[str, Any]]:
+    return read_jsonl(run_dir / "curriculum_history.jsonl")

@@ -1,0 +1,85 @@
+"""Issue 2: a real 2-rank curriculum run under the deepspeed launcher on CPU (gloo)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from curriculum_ds.launch import build_command
+from curriculum_ds.train import parse_args
+from helpers import launch, make_dataset, metrics, ragged_docs, write_ds_config
+
+pytestmark = pytest.mark.distributed
+
+
+@pytest.fixture(scope="module")
+def two_phase_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    short = make_dataset(root, "short", ragged_docs(400, seed=1, min_len=10, max_len=40))
+    long = make_dataset(root, "long", ragged_docs(400, seed=2, min_len=60, max_len=200), max_seq_len=128)
+    curriculum = {
+        "max_duration": "24000tok", "seed": 7,
+        "schedule": [
+            {"name": "short", "duration": "8000tok",
+             "train_loader": {"streams": [{"local": str(short)}], "max_seq_len": 64}},
+            {"name": "mix", "duration": "16000tok",
+             "train_loader": {"streams": [{"local": str(short), "proportion": 0.3},
+                                          {"local": str(long), "proportion": 0.7}],
+                              "max_seq_len": 128}},
+        ],
+    }
+    cfg = write_ds_config(root / "ds.json", curriculum, train_micro_batch_size_per_gpu=4,
+                          gradient_accumulation_steps=2,
+                          optimizer={"type": "AdamW", "params": {"lr": 3e-3}})
+    run_dir = root / "run"
+    proc = launch(cfg, run_dir, "--save-interval", "10")
+    return run_dir, proc
+
+
+def test_two_phase_run_switches_at_the_exact_boundary(two_phase_run):
+    run_dir, proc = two_phase_run
+    rows = metrics(run_dir)
+    global_batch = 4 * 2 * 2
+    assert [r["step"] for r in rows] == list(range(1, len(rows) + 1))
+    phases = [r["phase_name"] for r in rows]
+    first_mix = phases.index("mix")
+    assert set(phases[:first_mix]) == {"short"} and set(phases[first_mix:]) == {"mix"}
+    # the switch comes at the first step whose cumulative token count reaches 8000
+    assert rows[first_mix - 1]["tokens"] >= 8000
+    assert first_mix == 1 or rows[first_mix - 2]["tokens"] < 8000
+    # the run ends within one global batch of max_duration
+    last = rows[-1]
+    assert 24000 <= last["tokens"] < 24000 + global_batch * 128
+    assert last["samples"] == len(rows) * global_batch
+    assert all(math.isfinite(r["loss"]) for r in rows)
+    first5 = sum(r["loss"] for r in rows[:5]) / 5
+    last5 = sum(r["loss"] for r in rows[-5:]) / 5
+    assert last5 < first5
+    assert (run_dir / "checkpoints" / "latest").read_text() == f"global_step{last['step']}"
+    assert "finished at step" in proc.stdout
+
+
+def test_case_c08_module_flag_and_local_rank(two_phase_run, monkeypatch):
+    _, proc = two_phase_run
+    # the launcher was called with --module (never -m) and appended --local_rank=K
+    cmd = build_command(Path("ds.json"), num_gpus=2, master_port=1234)
+    assert cmd[cmd.index("--module") + 1] == "curriculum_ds.train"
+    assert "-m" not in cmd
+    assert "'--local_rank=1'" in proc.stdout + proc.stderr
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    args = parse_args(["--local_rank=3", "--deepspeed_config", "ds.json", "--run-dir", "r"])
+    assert args.local_rank == 3
+    monkeypatch.delenv("LOCAL_RANK")
+    args = parse_args(["--local_rank=2", "--deepspeed_config", "ds.json", "--run-dir", "r"])
+    assert args.local_rank == 2
+    import os
+
+    assert os.environ["LOCAL_RANK"] == "2"
+    monkeypatch.setenv("LOCAL_RANK", "5")  # --no_local_rank: the rank comes from the environment
+    assert parse_args(["--deepspeed_config", "ds.json", "--run-dir", "r"]).local_rank == 5
+    from curriculum_ds.distributed import LocalRankError
+
+    with pytest.raises(LocalRankError, match="--local_rank=1 disagrees with LOCAL_RANK=5"):
+        parse_args(["--local_rank=1", "--deepspeed_config", "ds.json", "--run-dir", "r"])
