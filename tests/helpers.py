@@ -33,8 +33,10 @@ def ragged_docs(num_docs: int, *, seed: int = 0, min_len: int = 8, max_len: int 
     import random
 
     rng = random.Random(seed)
-    words = ("the model reads data in phases and every token of a step weighs the same "
-             "curriculum learning starts easy and ends hard while ranks agree").split()
+    words = (
+        "the model reads data in phases and every token of a step weighs the same "
+        "curriculum learning starts easy and ends hard while ranks agree"
+    ).split()
     docs = []
     for _ in range(num_docs):
         n = rng.randint(min_len, max_len)
@@ -74,12 +76,16 @@ def launch(
     check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
     """Run `deepspeed --num_gpus N --module curriculum_ds.train ...` on CPU ranks (gloo)."""
-    cmd = build_command(ds_config, num_gpus=num_gpus,
-                        train_args=["--run-dir", str(run_dir), "--no-progress", *extra])
+    cmd = build_command(
+        ds_config,
+        num_gpus=num_gpus,
+        train_args=["--run-dir", str(run_dir), "--no-progress", *extra],
+    )
     env = launcher_env(cuda=False)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                          cwd=ds_config.parent)
+    proc = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ds_config.parent
+    )
     if check and proc.returncode != 0:
         raise AssertionError(
             f"launch failed ({proc.returncode}): {' '.join(cmd)}\n"
@@ -88,12 +94,19 @@ def launch(
     return proc
 
 
-def run_train_module(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-                     timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def run_train_module(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
     """`python -m curriculum_ds.train ...` in a subprocess (single process, no launcher)."""
     full_env = launcher_env(cuda=False) | (env or {})
-    return subprocess.run([sys.executable, "-m", "curriculum_ds.train", *args], env=full_env,
-                          capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "curriculum_ds.train", *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
 
 
 def metrics(run_dir: Path) -> list[dict[str, Any]]:

@@ -102,8 +102,11 @@ def test_zero_token_micro_batch_gives_zero_not_nan():
             sums, counts = per_sample_token_losses(logits, labels)
             assert int(counts.sum()) == 0
             loss = scale_micro_batch_loss(
-                sums.sum(), counts.sum(), mode=mode,
-                global_valid_tokens=torch.tensor(12), dp_world_size=2,
+                sums.sum(),
+                counts.sum(),
+                mode=mode,
+                global_valid_tokens=torch.tensor(12),
+                dp_world_size=2,
             )
             assert float(loss.detach()) == 0.0
             loss.backward()
@@ -117,8 +120,13 @@ def test_count_valid_tokens_is_shift_aware():
 
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="loss_weighting must be 'token' or 'sample'"):
-        scale_micro_batch_loss(torch.tensor(1.0), torch.tensor(1), mode="mean",
-                               global_valid_tokens=torch.tensor(1), dp_world_size=1)
+        scale_micro_batch_loss(
+            torch.tensor(1.0),
+            torch.tensor(1),
+            mode="mean",
+            global_valid_tokens=torch.tensor(1),
+            dp_world_size=1,
+        )
 
 
 # ---- C04: two real gloo ranks ------------------------------------------------------------------
@@ -142,7 +150,9 @@ def _c04_worker(rank: int, world: int, port: int, variant: str, out) -> None:
             g = torch.tensor([grad])
             dist.all_reduce(g)
             g /= world  # DeepSpeed's gradient average over data-parallel ranks
-            local_sum = torch.tensor([sum(float(m.sum()) for m in micro_batches)], dtype=torch.float64)
+            local_sum = torch.tensor(
+                [sum(float(m.sum()) for m in micro_batches)], dtype=torch.float64
+            )
             dist.all_reduce(local_sum)
             out.put((rank, int(n), float(g), float(local_sum) / int(n)))
     except BaseException as exc:

@@ -6,10 +6,10 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers import launch, make_dataset, metrics, ragged_docs, write_ds_config
 
 from curriculum_ds.launch import build_command
 from curriculum_ds.train import parse_args
-from helpers import launch, make_dataset, metrics, ragged_docs, write_ds_config
 
 pytestmark = pytest.mark.distributed
 
@@ -18,21 +18,38 @@ pytestmark = pytest.mark.distributed
 def two_phase_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e")
     short = make_dataset(root, "short", ragged_docs(400, seed=1, min_len=10, max_len=40))
-    long = make_dataset(root, "long", ragged_docs(400, seed=2, min_len=60, max_len=200), max_seq_len=128)
+    long = make_dataset(
+        root, "long", ragged_docs(400, seed=2, min_len=60, max_len=200), max_seq_len=128
+    )
     curriculum = {
-        "max_duration": "24000tok", "seed": 7,
+        "max_duration": "24000tok",
+        "seed": 7,
         "schedule": [
-            {"name": "short", "duration": "8000tok",
-             "train_loader": {"streams": [{"local": str(short)}], "max_seq_len": 64}},
-            {"name": "mix", "duration": "16000tok",
-             "train_loader": {"streams": [{"local": str(short), "proportion": 0.3},
-                                          {"local": str(long), "proportion": 0.7}],
-                              "max_seq_len": 128}},
+            {
+                "name": "short",
+                "duration": "8000tok",
+                "train_loader": {"streams": [{"local": str(short)}], "max_seq_len": 64},
+            },
+            {
+                "name": "mix",
+                "duration": "16000tok",
+                "train_loader": {
+                    "streams": [
+                        {"local": str(short), "proportion": 0.3},
+                        {"local": str(long), "proportion": 0.7},
+                    ],
+                    "max_seq_len": 128,
+                },
+            },
         ],
     }
-    cfg = write_ds_config(root / "ds.json", curriculum, train_micro_batch_size_per_gpu=4,
-                          gradient_accumulation_steps=2,
-                          optimizer={"type": "AdamW", "params": {"lr": 3e-3}})
+    cfg = write_ds_config(
+        root / "ds.json",
+        curriculum,
+        train_micro_batch_size_per_gpu=4,
+        gradient_accumulation_steps=2,
+        optimizer={"type": "AdamW", "params": {"lr": 3e-3}},
+    )
     run_dir = root / "run"
     proc = launch(cfg, run_dir, "--save-interval", "10")
     return run_dir, proc
@@ -45,7 +62,8 @@ def test_two_phase_run_switches_at_the_exact_boundary(two_phase_run):
     assert [r["step"] for r in rows] == list(range(1, len(rows) + 1))
     phases = [r["phase_name"] for r in rows]
     first_mix = phases.index("mix")
-    assert set(phases[:first_mix]) == {"short"} and set(phases[first_mix:]) == {"mix"}
+    assert set(phases[:first_mix]) == {"short"}
+    assert set(phases[first_mix:]) == {"mix"}
     # the switch comes at the first step whose cumulative token count reaches 8000
     assert rows[first_mix - 1]["tokens"] >= 8000
     assert first_mix == 1 or rows[first_mix - 2]["tokens"] < 8000

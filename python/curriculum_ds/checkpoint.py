@@ -20,7 +20,9 @@ def _tag_dir(ckpt: Path) -> Path:
         return ckpt / latest.read_text().strip()
     if any(ckpt.glob("*model_states.pt")):
         return ckpt
-    raise ResumeError(f"{ckpt}: not a DeepSpeed checkpoint folder (no `latest`, no *model_states.pt)")
+    raise ResumeError(
+        f"{ckpt}: not a DeepSpeed checkpoint folder (no `latest`, no *model_states.pt)"
+    )
 
 
 def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
@@ -29,7 +31,7 @@ def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
     Raises:
         ResumeError: If the folder holds no readable DeepSpeed checkpoint.
     """
-    import torch  # noqa: PLC0415
+    import torch
 
     tag_dir = _tag_dir(ckpt)
     files = sorted(tag_dir.glob("*mp_rank_00_model_states.pt"))
@@ -44,15 +46,22 @@ def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
 
 def resume_verdict(run: RunConfig, ckpt: Path) -> str:
     """What resuming ``ckpt`` under ``run`` would do, as text; raises ResumeError if refused."""
-    from curriculum_ds.schedule import check_resume  # noqa: PLC0415
+    from curriculum_ds.schedule import check_resume
 
     tag, saved = read_curriculum_state(ckpt)
     if saved is None:
-        return (f"resume from {tag}: checkpoint has no curriculum state; the schedule starts at "
-                f"phase 0 ({run.curriculum.schedule[0].name!r}) and the step count is kept")
+        return (
+            f"resume from {tag}: checkpoint has no curriculum state; the schedule starts at "
+            f"phase 0 ({run.curriculum.schedule[0].name!r}) and the step count is kept"
+        )
     plan = check_resume(run.curriculum, saved)
     phases = run.curriculum.schedule
-    where = "the end of the schedule" if plan.phase_idx >= len(phases) else (
-        f"phase {plan.phase_idx} ({phases[plan.phase_idx].name!r})"
-        + (" from its start" if plan.is_new_phase else f" at {plan.phase_progress} into it"))
+    where = (
+        "the end of the schedule"
+        if plan.phase_idx >= len(phases)
+        else (
+            f"phase {plan.phase_idx} ({phases[plan.phase_idx].name!r})"
+            + (" from its start" if plan.is_new_phase else f" at {plan.phase_progress} into it")
+        )
+    )
     return f"resume from {tag} (step {saved['global_step']}): OK, continues in {where}"

@@ -39,14 +39,30 @@ def main() -> None:
 
 @main.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="output MDS folder (must not exist or be empty)")
-@click.option("--tokenizer", type=click.Path(path_type=Path, exists=True, dir_okay=False), help="a HF tokenizer.json (default: byte-level)")
-@click.option("--max-seq-len", default=1024, show_default=True, help="max tokens per sample; longer documents are split")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="output MDS folder (must not exist or be empty)",
+)
+@click.option(
+    "--tokenizer",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="a HF tokenizer.json (default: byte-level)",
+)
+@click.option(
+    "--max-seq-len",
+    default=1024,
+    show_default=True,
+    help="max tokens per sample; longer documents are split",
+)
 def prepare(inputs: tuple[Path, ...], out: Path, tokenizer: Path | None, max_seq_len: int) -> None:
     """Tokenize text files, folders or JSONL (`text` field) into MDS shards with metric columns."""
-    from curriculum_ds.data import prepare as prepare_fn  # noqa: PLC0415
+    from curriculum_ds.data import prepare as prepare_fn
 
-    summary = prepare_fn(list(inputs), out, tokenizer=tokenizer, max_seq_len=max_seq_len, progress=True)
+    summary = prepare_fn(
+        list(inputs), out, tokenizer=tokenizer, max_seq_len=max_seq_len, progress=True
+    )
     click.echo(
         f"wrote {summary.num_samples:,} samples ({summary.num_tokens:,} tokens, "
         f"vocab {summary.vocab_size}) from {summary.num_documents:,} documents to {summary.out}"
@@ -55,56 +71,88 @@ def prepare(inputs: tuple[Path, ...], out: Path, tokenizer: Path | None, max_seq
 
 @main.command()
 @click.argument("ds_config", type=click.Path(path_type=Path))
-@click.option("--resume-from", type=click.Path(path_type=Path), help="a checkpoint folder: report whether the schedule can resume from it")
-@click.option("--num-gpus", default=1, show_default=True, help="data-parallel ranks, for the step estimate")
+@click.option(
+    "--resume-from",
+    type=click.Path(path_type=Path),
+    help="a checkpoint folder: report whether the schedule can resume from it",
+)
+@click.option(
+    "--num-gpus", default=1, show_default=True, help="data-parallel ranks, for the step estimate"
+)
 def validate(ds_config: Path, resume_from: Path | None, num_gpus: int) -> None:
     """Check a ds_config's `curriculum` section (and its data); print the schedule."""
-    from curriculum_ds.config import load_config  # noqa: PLC0415
-    from curriculum_ds.schedule import describe_schedule  # noqa: PLC0415
+    from curriculum_ds.config import load_config
+    from curriculum_ds.schedule import describe_schedule
 
     run = load_config(ds_config, check_data=True)
     click.echo(describe_schedule(run, dp_world_size=num_gpus))
     if resume_from is not None:
-        from curriculum_ds.checkpoint import resume_verdict  # noqa: PLC0415
+        from curriculum_ds.checkpoint import resume_verdict
 
         click.echo(resume_verdict(run, resume_from))
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("ds_config", type=click.Path(path_type=Path, exists=True, dir_okay=False))
-@click.option("--num-gpus", type=int, default=None, help="ranks on this node (default: all GPUs, or 2 CPU ranks)")
+@click.option(
+    "--num-gpus",
+    type=int,
+    default=None,
+    help="ranks on this node (default: all GPUs, or 2 CPU ranks)",
+)
 @click.option("--master-port", type=int, default=None, help="rendezvous port (default: a free one)")
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
-def launch(ds_config: Path, num_gpus: int | None, master_port: int | None, train_args: tuple[str, ...]) -> None:
-    """Print and run `deepspeed --num_gpus N --module curriculum_ds.train ...`; exit with its code."""
-    from curriculum_ds.config import load_config  # noqa: PLC0415
-    from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command  # noqa: PLC0415
+def launch(
+    ds_config: Path, num_gpus: int | None, master_port: int | None, train_args: tuple[str, ...]
+) -> None:
+    """Print and run `deepspeed --num_gpus N --module curriculum_ds.train ...` (its exit code)."""
+    from curriculum_ds.config import load_config
+    from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
 
     load_config(ds_config, check_data=True)  # refuse a bad config before starting any rank
-    cmd = build_command(ds_config, num_gpus=num_gpus or default_num_gpus(), train_args=train_args,
-                        master_port=master_port)
+    cmd = build_command(
+        ds_config,
+        num_gpus=num_gpus or default_num_gpus(),
+        train_args=train_args,
+        master_port=master_port,
+    )
     cuda = has_cuda()
     click.echo(("" if cuda else "DS_ACCELERATOR=cpu ") + shlex.join(cmd))
     sys.exit(run_command(cmd, cuda=cuda))
 
 
 @main.command()
-@click.option("--out", default=Path("demo_run"), show_default=True, type=click.Path(path_type=Path), help="folder for corpus, shards, config and the run")
-@click.option("--num-gpus", type=int, default=None, help="ranks (default: all GPUs, or 2 CPU ranks)")
-@click.option("--max-duration", default=None, help="override the demo's total tokens, e.g. 400000tok")
+@click.option(
+    "--out",
+    default=Path("demo_run"),
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="folder for corpus, shards, config and the run",
+)
+@click.option(
+    "--num-gpus", type=int, default=None, help="ranks (default: all GPUs, or 2 CPU ranks)"
+)
+@click.option(
+    "--max-duration", default=None, help="override the demo's total tokens, e.g. 400000tok"
+)
 def demo(out: Path, num_gpus: int | None, max_duration: str | None) -> None:
     """Real text from Python's stdlib → two datamixes → a 2-phase dynamic curriculum run."""
-    from curriculum_ds.demo import run_demo  # noqa: PLC0415
+    from curriculum_ds.demo import run_demo
 
     sys.exit(run_demo(out, num_gpus=num_gpus, max_duration=max_duration))
 
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option("--png", type=click.Path(path_type=Path), default=None, help="write the plot here (default: RUN_DIR/curriculum_curve.png)")
+@click.option(
+    "--png",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="write the plot here (default: RUN_DIR/curriculum_curve.png)",
+)
 def curve(run_dir: Path, png: Path | None) -> None:
     """Print each bucket's weight over steps and plot it with phase boundaries."""
-    from curriculum_ds.curve import load_curve, render_png, render_table  # noqa: PLC0415
+    from curriculum_ds.curve import load_curve, render_png, render_table
 
     c = load_curve(run_dir)
     click.echo(render_table(c))
@@ -112,17 +160,21 @@ def curve(run_dir: Path, png: Path | None) -> None:
 
 
 @main.command()
-@click.option("--sizes", default="1e6", show_default=True, help="comma-separated N values, e.g. 1e6,1e7")
+@click.option(
+    "--sizes", default="1e6", show_default=True, help="comma-separated N values, e.g. 1e6,1e7"
+)
 @click.option("--repeats", default=5, show_default=True, help="timed repetitions per row")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
 def bench(sizes: str, repeats: int, as_json: bool) -> None:
     """Microbenchmarks: our kernels vs numpy and torch on the same data, in one run."""
-    from curriculum_ds.bench import run  # noqa: PLC0415
+    from curriculum_ds.bench import run
 
     try:
         parsed = [int(float(s)) for s in sizes.split(",") if s.strip()]
     except ValueError:
-        raise click.BadParameter(f"expected numbers like 1e6,1e7, got {sizes!r}", param_hint="--sizes") from None
+        raise click.BadParameter(
+            f"expected numbers like 1e6,1e7, got {sizes!r}", param_hint="--sizes"
+        ) from None
     run(parsed, as_json, repeats=repeats)  # prints the table (or JSON) itself
 
 

@@ -21,7 +21,7 @@ import click
 __all__ = ["demo_ds_config", "run_demo"]
 
 DEFAULT_MAX_DURATION = 600_000
-"""Tokens of the default demo run (global, non-padding); sized to finish in minutes on 2 CPU cores."""
+"""Tokens of the default demo run (global, non-padding): a few minutes on 2 CPU cores."""
 
 
 def demo_ds_config(data_dir: Path, *, max_duration: int, cuda: bool) -> dict[str, Any]:
@@ -32,9 +32,14 @@ def demo_ds_config(data_dir: Path, *, max_duration: int, cuda: bool) -> dict[str
         "gradient_accumulation_steps": 2,
         "gradient_clipping": 1.0,
         "steps_per_print": 1_000_000,
-        "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.0}},
-        "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 2e-3,
-                                                      "warmup_num_steps": 20}},
+        "optimizer": {
+            "type": "AdamW",
+            "params": {"lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.0},
+        },
+        "scheduler": {
+            "type": "WarmupLR",
+            "params": {"warmup_min_lr": 0, "warmup_max_lr": 2e-3, "warmup_num_steps": 20},
+        },
         "zero_optimization": {"stage": 1},
         "bf16": {"enabled": bool(cuda)},
         "curriculum": {
@@ -42,28 +47,46 @@ def demo_ds_config(data_dir: Path, *, max_duration: int, cuda: bool) -> dict[str
             "loss_weighting": "token",
             "seed": 1234,
             "schedule": [
-                {"name": "docstrings", "duration": f"{first}tok",
-                 "train_loader": {"streams": [{"local": str(data_dir / "docstrings"), "proportion": 1.0}],
-                                  "max_seq_len": 128}},
-                {"name": "mix", "duration": f"{max_duration - first}tok",
-                 "train_loader": {"streams": [{"local": str(data_dir / "docstrings"), "proportion": 0.3},
-                                              {"local": str(data_dir / "code"), "proportion": 0.7}],
-                                  "max_seq_len": 256}},
+                {
+                    "name": "docstrings",
+                    "duration": f"{first}tok",
+                    "train_loader": {
+                        "streams": [{"local": str(data_dir / "docstrings"), "proportion": 1.0}],
+                        "max_seq_len": 128,
+                    },
+                },
+                {
+                    "name": "mix",
+                    "duration": f"{max_duration - first}tok",
+                    "train_loader": {
+                        "streams": [
+                            {"local": str(data_dir / "docstrings"), "proportion": 0.3},
+                            {"local": str(data_dir / "code"), "proportion": 0.7},
+                        ],
+                        "max_seq_len": 256,
+                    },
+                },
             ],
-            "dynamic": {"enabled": True, "num_buckets": 4, "window": 4096,
-                        "recompute_every_n_steps": 5, "temperature": 0.5, "floor": 0.05},
+            "dynamic": {
+                "enabled": True,
+                "num_buckets": 4,
+                "window": 4096,
+                "recompute_every_n_steps": 5,
+                "temperature": 0.5,
+                "floor": 0.05,
+            },
         },
     }
 
 
 def run_demo(out: Path, *, num_gpus: int | None = None, max_duration: str | None = None) -> int:
-    """Build the corpus and datamixes (reused when already there), then train; returns the exit code."""
-    from curriculum_ds.config import Duration  # noqa: PLC0415
-    from curriculum_ds.corpus import build_stdlib_corpus  # noqa: PLC0415
-    from curriculum_ds.curve import load_curve, render_png, render_table  # noqa: PLC0415
-    from curriculum_ds.data import prepare  # noqa: PLC0415
-    from curriculum_ds.errors import ConfigError  # noqa: PLC0415
-    from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command  # noqa: PLC0415
+    """Build the corpus and datamixes (reused when present), then train; returns the exit code."""
+    from curriculum_ds.config import Duration
+    from curriculum_ds.corpus import build_stdlib_corpus
+    from curriculum_ds.curve import load_curve, render_png, render_table
+    from curriculum_ds.data import prepare
+    from curriculum_ds.errors import ConfigError
+    from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
 
     total = DEFAULT_MAX_DURATION
     if max_duration is not None:
@@ -79,14 +102,21 @@ def run_demo(out: Path, *, num_gpus: int | None = None, max_duration: str | None
         if not (target / "curriculum_meta.json").is_file():
             shutil.rmtree(target, ignore_errors=True)
             summary = prepare([source], target, max_seq_len=256)
-            click.echo(f"prepared {name}: {summary.num_samples:,} samples, {summary.num_tokens:,} tokens")
+            click.echo(
+                f"prepared {name}: {summary.num_samples:,} samples, {summary.num_tokens:,} tokens"
+            )
     cuda = has_cuda()
     config_path = out / "ds_config.json"
-    config_path.write_text(json.dumps(demo_ds_config(data_dir, max_duration=total, cuda=cuda), indent=2))
+    config_path.write_text(
+        json.dumps(demo_ds_config(data_dir, max_duration=total, cuda=cuda), indent=2)
+    )
     run_dir = out / "run"
     shutil.rmtree(run_dir, ignore_errors=True)  # the demo always starts a fresh run
-    cmd = build_command(config_path, num_gpus=num_gpus or default_num_gpus(),
-                        train_args=["--run-dir", str(run_dir), "--save-interval", "50"])
+    cmd = build_command(
+        config_path,
+        num_gpus=num_gpus or default_num_gpus(),
+        train_args=["--run-dir", str(run_dir), "--save-interval", "50"],
+    )
     click.echo(("" if cuda else "DS_ACCELERATOR=cpu ") + " ".join(cmd), err=True)
     code = run_command(cmd, cuda=cuda)
     if code != 0:
@@ -94,5 +124,7 @@ def run_demo(out: Path, *, num_gpus: int | None = None, max_duration: str | None
     curve = load_curve(run_dir)
     click.echo(render_table(curve, max_rows=12))
     png = render_png(curve, run_dir / "curriculum_curve.png")
-    click.echo(f"\nbucket weights over steps: {png}\n(re-plot any time: curriculum-ds curve {run_dir})")
+    click.echo(
+        f"\nbucket weights over steps: {png}\n(re-plot any time: curriculum-ds curve {run_dir})"
+    )
     return 0

@@ -60,7 +60,7 @@ def prepare_environment() -> bool:
     Returns:
         True when a CUDA device is available.
     """
-    import torch  # noqa: PLC0415  (torch is heavy; the CLI imports this module lazily)
+    import torch
 
     has_cuda = torch.cuda.is_available()
     if not has_cuda:
@@ -70,15 +70,13 @@ def prepare_environment() -> bool:
             "LOCAL_SIZE", os.environ.get("WORLD_SIZE", "1")
         )
     if "WORLD_SIZE" not in os.environ:
-        os.environ.update(
-            {"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1"}
-        )
+        os.environ.update({"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1"})
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
     return has_cuda
 
 
 def _free_port() -> int:
-    import socket  # noqa: PLC0415
+    import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -29,14 +29,14 @@ def _free_port() -> int:
 
 def has_cuda() -> bool:
     """Whether a CUDA device is visible (imports torch)."""
-    import torch  # noqa: PLC0415
+    import torch
 
     return bool(torch.cuda.is_available())
 
 
 def default_num_gpus() -> int:
     """All visible CUDA devices, or 2 CPU ranks when there is none."""
-    import torch  # noqa: PLC0415
+    import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 2
 
@@ -66,8 +66,16 @@ def build_command(
         raise ValueError(f"--num-gpus must be >= 1, got {num_gpus}")
     port = master_port if master_port is not None else _free_port()
     return [
-        _deepspeed_executable(), "--num_gpus", str(num_gpus), "--master_port", str(port),
-        "--module", "curriculum_ds.train", "--deepspeed_config", str(ds_config), *train_args,
+        _deepspeed_executable(),
+        "--num_gpus",
+        str(num_gpus),
+        "--master_port",
+        str(port),
+        "--module",
+        "curriculum_ds.train",
+        "--deepspeed_config",
+        str(ds_config),
+        *train_args,
     ]
 
 
