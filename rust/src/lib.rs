@@ -8,6 +8,7 @@ pub mod bucketing;
 pub mod error;
 pub mod rng;
 pub mod sampling;
+mod simd;
 pub mod window;
 
 #[cfg(feature = "python")]

@@ -7,7 +7,7 @@
 use rand_core::Rng;
 
 use crate::error::{invalid_arg, Error, Result};
-use crate::rng::{domain, open_closed_unit, stream, uniform_below, Prng};
+use crate::rng::{domain, stream, uniform_below, Exp1Stream, Prng};
 
 /// Draws per RNG stream: draw `t` of a `WeightedSampler` uses stream `(seed, t / CHUNK)`,
 /// position `t % CHUNK` (exactly one `u64` per draw), so any draw can be reached without
@@ -158,11 +158,51 @@ impl AliasTable {
         #[allow(clippy::cast_possible_truncation, reason = "unpacking the two halves")]
         let (thr, alias) = ((e >> 32) as u32, e as u32);
         #[allow(clippy::cast_possible_truncation, reason = "i < len <= u32::MAX")]
-        if coin < thr {
-            i as u32
-        } else {
-            alias
+        std::hint::select_unpredictable(coin < thr, i as u32, alias)
+    }
+
+    /// [`Self::draw_block`] compiled for x86-64-v3 (AVX2, BMI2): about 2x faster on the
+    /// machines measured; same results.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
+    fn draw_block_v3(&self, rng: &mut Prng, out: &mut [i64]) {
+        self.draw_block(rng, out);
+    }
+
+    /// Draw `out.len()` values from `rng`, one `u64` each, in order. Columns are computed a
+    /// block ahead and their entries prefetched, so the random table reads overlap.
+    #[inline(always)]
+    fn draw_block(&self, rng: &mut Prng, out: &mut [i64]) {
+        const AHEAD: usize = 32;
+        let mut local = rng.clone(); // keeps the state in registers
+        let entries = &self.entries[..];
+        let n = entries.len() as u128;
+        let mut cols = [0u64; AHEAD];
+        for block in out.chunks_mut(AHEAD) {
+            for c in cols.iter_mut().take(block.len()) {
+                let m = u128::from(local.next_u64()) * n;
+                // High word: column; top 32 bits of the low word: coin (see `pick`).
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    reason = "column < 2^32, coin 32 bits"
+                )]
+                {
+                    *c = ((m >> 64) as u64) | (((m as u64) >> 32) << 32);
+                }
+                #[allow(clippy::cast_possible_truncation, reason = "column < 2^32")]
+                prefetch(entries, (*c & 0xFFFF_FFFF) as usize);
+            }
+            for (o, &c) in block.iter_mut().zip(&cols) {
+                #[allow(clippy::cast_possible_truncation, reason = "unpacking 32-bit halves")]
+                let (i, coin) = ((c & 0xFFFF_FFFF) as u32, (c >> 32) as u32);
+                let e = entries[i as usize];
+                #[allow(clippy::cast_possible_truncation, reason = "unpacking 32-bit halves")]
+                let (thr, alias) = ((e >> 32) as u32, e as u32);
+                // Branchless select: the coin is random, a branch would mispredict half the time.
+                *o = i64::from(std::hint::select_unpredictable(coin < thr, i, alias));
+            }
         }
+        *rng = local;
     }
 
     /// Fill `out` with draws `start .. start + out.len()` of the counter-based stream of `seed`.
@@ -179,13 +219,35 @@ impl AliasTable {
             #[allow(clippy::cast_possible_truncation, reason = "<= CHUNK")]
             let take = ((CHUNK - pos) as usize).min(rest.len());
             let (head, tail) = rest.split_at_mut(take);
-            for o in head.iter_mut() {
-                *o = i64::from(self.pick(rng.next_u64()));
+            #[cfg(target_arch = "x86_64")]
+            if crate::simd::has_x86_64_v3() {
+                // SAFETY: the CPU supports the x86-64-v3 features (checked just above).
+                unsafe { self.draw_block_v3(&mut rng, head) };
+            } else {
+                self.draw_block(&mut rng, head);
             }
+            #[cfg(not(target_arch = "x86_64"))]
+            self.draw_block(&mut rng, head);
             rest = tail;
             t += take as u64;
         }
     }
+}
+
+/// Hint the CPU to load `v[i]` into cache (no effect on results).
+#[inline(always)]
+fn prefetch<T>(v: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(p) = v.get(i) {
+        // SAFETY: `_mm_prefetch` only hints the cache; the pointer comes from a valid reference.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                std::ptr::from_ref(p).cast::<i8>(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (v, i);
 }
 
 #[inline]
@@ -252,6 +314,7 @@ impl WeightedSampler {
 /// # Errors
 /// `InvalidWeight`; `NotEnoughPositiveWeights` if `k` exceeds the number of positive weights.
 pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Result<Vec<i64>> {
+    const SHIFT: u32 = 47;
     let (_, num_positive) = check_weights(weights)?;
     if k > num_positive {
         return Err(Error::NotEnoughPositiveWeights { k, num_positive });
@@ -259,8 +322,12 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
     if k == 0 {
         return Ok(Vec::new());
     }
-    // Keys as f64 bits: keys are >= 0 (or +inf), so the bit order is the numeric order.
+    // Keys as f64 bits: keys are >= 0 (or +inf), so the bit order is the numeric order. Their
+    // bits 62..47 (sign is 0) give a 2^16-bin histogram, 32 bins per octave, built in the same
+    // pass; the k-th smallest key is then selected inside its bin only (radix select).
+    let exp1 = Exp1Stream::new();
     let mut keys: Vec<u64> = vec![0; weights.len()];
+    let mut hist = vec![0u32; 1 << 16];
     for (c, (kc, wc)) in keys
         .chunks_mut(CHUNK_LEN)
         .zip(weights.chunks(CHUNK_LEN))
@@ -268,22 +335,41 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
     {
         let mut rng = stream(seed, domain::WITHOUT_REPLACEMENT, &[c as u64]);
         for (kk, &w) in kc.iter_mut().zip(wc) {
-            let e = -open_closed_unit(&mut rng).ln();
+            let e = exp1.sample(&mut rng);
             // A positive weight always beats a zero weight, even when e / w overflows.
             let key = if w > 0.0 {
                 (e / w).min(f64::MAX)
             } else {
                 f64::INFINITY
             };
-            *kk = key.to_bits();
+            let bits = key.to_bits();
+            *kk = bits;
+            hist[(bits >> SHIFT) as usize] += 1;
         }
     }
-    let mut scratch: Vec<u64> = keys.clone();
-    let (below, kth, _) = scratch.select_nth_unstable(k - 1);
+    // Bin of the rank k-1 key and the rank inside it.
+    let target = (k - 1) as u64;
+    let mut cum = 0u64;
+    let mut bin = 0usize;
+    while cum + u64::from(hist[bin]) <= target {
+        cum += u64::from(hist[bin]);
+        bin += 1;
+    }
+    let mut in_bin: Vec<u64> = keys
+        .iter()
+        .copied()
+        .filter(|&b| (b >> SHIFT) as usize == bin)
+        .collect();
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "rank inside an in-memory slice"
+    )]
+    let (_, kth, _) = in_bin.select_nth_unstable((target - cum) as usize);
     let threshold = *kth;
-    let num_less = below.iter().filter(|&&x| x < threshold).count();
+    #[allow(clippy::cast_possible_truncation, reason = "cum <= k - 1, a usize")]
+    let num_less = cum as usize + in_bin.iter().filter(|&&x| x < threshold).count();
     let mut ties_left = k - num_less;
-    drop(scratch);
+    drop(in_bin);
     let mut out = Vec::with_capacity(k);
     for (i, &key) in keys.iter().enumerate() {
         if key < threshold {
@@ -533,7 +619,7 @@ impl BucketSampler {
             self.work[lo..hi].copy_from_slice(&self.members[lo..hi]);
         }
         let pos = self.cursors[bucket];
-        if pos % PERM_CHUNK == 0 {
+        if pos.is_multiple_of(PERM_CHUNK) {
             self.rngs[bucket] = stream(
                 self.seed,
                 domain::BUCKET_PERM,

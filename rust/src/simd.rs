@@ -1,0 +1,16 @@
+//! Runtime CPU feature checks for the multiversioned hot loops.
+//!
+//! The crate is built for baseline x86-64 (so one wheel runs everywhere); a few hot loops are
+//! compiled a second time with `#[target_feature]` (x86-64-v3, AVX-512) and picked at run time.
+//! Every variant computes exactly the same result.
+
+/// Whether the CPU has the x86-64-v3 features the `*_v3` kernels are compiled for.
+#[cfg(target_arch = "x86_64")]
+pub fn has_x86_64_v3() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+        && std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("fma")
+        && std::arch::is_x86_feature_detected!("lzcnt")
+        && std::arch::is_x86_feature_detected!("popcnt")
+}
