@@ -1,8 +1,8 @@
 """Append-only JSONL files of the run directory (metrics, history, sample trace).
 
 A line is written with one ``write`` of a complete newline-terminated string and flushed, so a
-crash leaves at most one partial last line; :func:`truncate_jsonl` removes such a line (and, on resume, every
-line past the checkpoint's step) so that what remains always reads as valid JSON lines.
+crash leaves at most one partial last line; :func:`truncate_jsonl` removes such a line (and, on
+resume, every line past the checkpoint's step) so that what remains always reads as valid JSON.
 """
 
 from __future__ import annotations
