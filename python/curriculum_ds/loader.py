@@ -21,6 +21,7 @@ resumable whatever the number of ranks:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,7 @@ class MicroBatch:
     positions: npt.NDArray[np.int64]
 
 
-def collate(samples: list[npt.NDArray[np.integer[Any]]], positions: npt.NDArray[np.int64]) -> MicroBatch:
+def collate(samples: Sequence[npt.NDArray[np.integer[Any]]], positions: npt.NDArray[np.int64]) -> MicroBatch:
     """Right-pad token arrays to the longest one; padding bears no loss and no attention."""
     seq_len = max(1, max(len(s) for s in samples))
     input_ids = torch.zeros((len(samples), seq_len), dtype=torch.int64)

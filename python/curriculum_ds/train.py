@@ -173,7 +173,7 @@ class Trainer:
                 resumed_here = loader_state is not None and loader_state["phase_idx"] == phase_idx
                 if self.dynamic:
                     self.dynamic.start_phase(loader, state.get("dynamic") if resumed_here else None)
-                if resumed_here:
+                if loader_state is not None and resumed_here:
                     loader.load_state_dict(loader_state)
                 loader_state = None
 
