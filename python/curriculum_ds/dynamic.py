@@ -41,12 +41,18 @@ def bucket_probs(
         floor: Minimum probability per bucket, ``0 < floor <= 1 / num_buckets``.
 
     Returns:
-        float64 ``(num_buckets,)``, every entry ≥ ``floor``, summing to 1 (to rounding).
+        float64 ``(num_buckets,)``, every entry ≥ ``floor``, summing to 1 within a few ulps
+        (``|sum - 1| <= 1e-12``) without any renormalisation. Deterministic.
 
     Raises:
-        ValueError: If temperature ≤ 0, the floor is out of range, or a score is not finite.
+        ValueError: If ``scores`` is not 1-D or empty, temperature ≤ 0 (or NaN), the floor is out
+            of range, or a score is not finite.
     """
     s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 1:
+        raise ValueError(f"scores must be 1-D, got shape {s.shape}")
+    if len(s) == 0:
+        raise ValueError("scores must have at least one bucket, got none")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if not 0 < floor * len(s) <= 1 or floor <= 0:
@@ -65,8 +71,23 @@ def bucket_scores(
     """Mean value per percentile bucket of a window, and the count per bucket.
 
     A bucket left empty (many tied values) gets the mean of the populated buckets, so it neither
-    dominates nor vanishes. Returns float64 and int64 arrays of shape ``(num_buckets,)``.
+    dominates nor vanishes.
+
+    Args:
+        values: The window's finite values (per-sample losses, nats), float ``(N,)``, ``N ≥ 1``.
+        edges: Their percentile edges (:func:`~curriculum_ds.kernels.bucket_edges`), float64
+            ``(num_buckets - 1,)``.
+        num_buckets: ``B``.
+
+    Returns:
+        ``(scores, counts)``: float64 and int64 arrays of shape ``(num_buckets,)``. Deterministic.
+
+    Raises:
+        ValueError: If ``values`` is empty.
+        BucketingError: If a value is NaN.
     """
+    if len(values) == 0:
+        raise ValueError("bucket_scores: the window has no value (keep the previous weights)")
     idx = assign_buckets(values, edges)
     counts = np.bincount(idx, minlength=num_buckets).astype(np.int64)
     sums = np.bincount(idx, weights=values.astype(np.float64), minlength=num_buckets)
@@ -79,6 +100,12 @@ def bucket_scores(
 class DynamicReweighter:
     """The re-weighting state of a run: rolling window, per-sample buckets, bucket probabilities.
 
+    Lifecycle per phase: :meth:`start_phase` (new window; samples bucketed by the static metric),
+    then every optimizer step :meth:`observe` (the step's global per-sample losses) and
+    :meth:`maybe_recompute` (every ``recompute_every_n_steps``: edges, scores, probs, buckets).
+    Everything is a deterministic function of the observed losses, so ranks that observe the same
+    all-gathered losses hold bit-identical state.
+
     Args:
         cfg: The ``curriculum.dynamic`` section.
         seed: The run's seed (unused by the maths; kept for the record).
@@ -90,55 +117,115 @@ class DynamicReweighter:
         self.num_buckets = cfg.num_buckets
         self.probs = np.full(cfg.num_buckets, 1.0 / cfg.num_buckets)
         self.window = RollingWindow(cfg.window)
+        self.phase_idx: int | None = None
         self.last_loss: list[npt.NDArray[np.float32]] = []
+        """Per stream: each sample's latest finite loss (nats), NaN while unseen in this phase."""
         self.static_buckets: list[npt.NDArray[np.int64]] = []
+        """Per stream: each sample's bucket by the static metric column."""
+        self.buckets: list[npt.NDArray[np.int64]] = []
+        """Per stream: the assignment the stream's BucketSampler holds now."""
         self.edges: npt.NDArray[np.float64] | None = None  # of the last recompute in this phase
         self.num_recomputes = 0
 
     def start_phase(self, loader: PhaseLoader, saved: dict[str, Any] | None) -> None:
         """Reset the window for a new datamix and bucket its samples by the static metric.
 
-        With ``saved`` (a checkpoint taken inside this phase) the window, the latest losses and
-        the probabilities are restored exactly instead.
+        The probabilities carry over from the previous phase (uniform at the start of a run) until
+        the first recompute with a non-empty window.
+
+        Args:
+            loader: The new phase's loader; its samplers get the bucket assignment.
+            saved: A :meth:`state_dict` from a checkpoint, or None. Taken inside this phase, the
+                window, latest losses, edges, bucket assignment and probabilities are restored
+                exactly; taken in an earlier phase (a checkpoint on a phase boundary), only the
+                probabilities and the recompute count carry over, as they would have without the
+                interruption.
+
+        Raises:
+            ConfigError: If a stream has no ``static_metric`` column.
         """
+        from curriculum_ds.errors import ConfigError
+
         metric = self.cfg.static_metric
-        columns = [np.asarray(info.metrics[metric], dtype=np.float64) for info in loader.infos]
+        columns = []
+        for name, info in zip(loader.stream_names, loader.infos, strict=True):
+            if metric not in info.metrics:
+                raise ConfigError(
+                    f"curriculum.dynamic.static_metric: stream {name!r} has no metric column "
+                    f"{metric!r} (has: {', '.join(sorted(info.metrics))})"
+                )
+            columns.append(np.asarray(info.metrics[metric], dtype=np.float64))
         edges = bucket_edges(np.concatenate(columns), self.num_buckets)
+        self.phase_idx = loader.phase_idx
         self.static_buckets = [assign_buckets(c, edges) for c in columns]
-        self.last_loss = [np.full(info.num_samples, np.nan, dtype=np.float32) for info in loader.infos]
+        self.last_loss = [
+            np.full(info.num_samples, np.nan, dtype=np.float32) for info in loader.infos
+        ]
         self.window = RollingWindow(self.cfg.window)
         self.edges = None
+        buckets = None
         if saved is not None:
-            self.probs = np.asarray(saved["probs"], dtype=np.float64)
-            self.window = RollingWindow.from_state_dict(saved["window"])
-            self.last_loss = [np.asarray(a, dtype=np.float32) for a in saved["last_loss"]]
+            self.probs = np.asarray(saved["probs"], dtype=np.float64).copy()
             self.num_recomputes = int(saved["num_recomputes"])
-            edges = saved["edges"]
-            self.edges = None if edges is None else np.asarray(edges, dtype=np.float64)
-        self._refresh_buckets(loader)
+            if saved.get("phase_idx", loader.phase_idx) == loader.phase_idx:
+                self.window = RollingWindow.from_state_dict(saved["window"])
+                self.last_loss = [
+                    np.asarray(a, dtype=np.float32).copy() for a in saved["last_loss"]
+                ]
+                edges = saved["edges"]
+                self.edges = None if edges is None else np.asarray(edges, dtype=np.float64)
+                if saved.get("buckets") is not None:
+                    buckets = [np.asarray(b, dtype=np.int64) for b in saved["buckets"]]
+        if buckets is None:
+            self._refresh_buckets(loader)
+        else:
+            # the assignment of the last recompute, not one rebuilt from losses seen after it
+            self._set_buckets(loader, buckets)
 
     def observe(
         self, loader: PhaseLoader, batch: npt.NDArray[np.int64], losses: npt.NDArray[np.float64]
     ) -> None:
-        """Record a step's per-sample losses (float64 ``(global_batch,)``; NaN = no tokens)."""
+        """Record a step's global per-sample losses.
+
+        Args:
+            loader: The current phase's loader.
+            batch: The step's global batch, int64 ``(global_batch_size, 2)`` of
+                ``(stream_idx, sample_idx)``, in global order.
+            losses: float64 ``(global_batch_size,)``, each sample's mean loss over its
+                loss-bearing tokens (nats), NaN for a sample without any. Non-finite values are
+                left out of the window and counted (case C06); the sample stays unseen.
+        """
+        losses = np.asarray(losses, dtype=np.float64)
         self.window.push(losses)  # non-finite values are skipped and counted by the window
         finite = np.isfinite(losses)
+        streams = batch[:, 0]
+        if len(self.last_loss) == 1:
+            self.last_loss[0][batch[finite, 1]] = losses[finite]
+            return
         for stream, last in enumerate(self.last_loss):
-            mask = finite & (batch[:, 0] == stream)
+            mask = finite & (streams == stream)
             last[batch[mask, 1]] = losses[mask]
 
     def maybe_recompute(self, global_step: int, loader: PhaseLoader) -> dict[str, Any] | None:
         """Every ``recompute_every_n_steps``: new edges, scores, probs and sample buckets.
 
-        Returns the history record (``weights``, ``scores``, ``edges``, ``bucket_counts``,
-        ``window_size``, ``num_non_finite``) or None between recomputes. An empty window (start-up,
-        right after a phase swap, or only non-finite losses) keeps the previous weights.
+        Args:
+            global_step: The optimizer step just taken (1-based, global).
+            loader: The current phase's loader; its samplers get the new bucket assignment.
+
+        Returns:
+            The history record (``weights``, ``scores``, ``edges``, ``bucket_counts``,
+            ``window_size``, ``num_non_finite``) or None between recomputes. An empty window
+            (start-up, right after a phase swap, or only non-finite losses) keeps the previous
+            weights and buckets and says so with ``kept_previous: true``.
         """
         if global_step % self.cfg.recompute_every_n_steps != 0:
             return None
         self.num_recomputes += 1
-        record: dict[str, Any] = {"window_size": len(self.window),
-                                  "num_non_finite": int(self.window.num_non_finite)}
+        record: dict[str, Any] = {
+            "window_size": len(self.window),
+            "num_non_finite": int(self.window.num_non_finite),
+        }
         if len(self.window) == 0:
             record.update(weights=self.probs.tolist(), scores=None, kept_previous=True)
             return record
@@ -147,8 +234,12 @@ class DynamicReweighter:
         self.probs = bucket_probs(scores, temperature=self.cfg.temperature, floor=self.cfg.floor)
         self.edges = edges
         self._refresh_buckets(loader)
-        record.update(weights=self.probs.tolist(), scores=scores.tolist(), edges=edges.tolist(),
-                      bucket_counts=counts.tolist())
+        record.update(
+            weights=self.probs.tolist(),
+            scores=scores.tolist(),
+            edges=edges.tolist(),
+            bucket_counts=counts.tolist(),
+        )
         return record
 
     def _refresh_buckets(self, loader: PhaseLoader) -> None:
@@ -156,19 +247,36 @@ class DynamicReweighter:
 
         Before the first recompute of a phase every sample keeps its static-metric bucket.
         """
-        for sampler, last, static in zip(loader.samplers, self.last_loss, self.static_buckets, strict=True):
-            buckets = static.copy()
-            if self.edges is not None:
-                seen = np.isfinite(last)
-                buckets[seen] = assign_buckets(last[seen], self.edges)
-            sampler.set_buckets(buckets)
+        buckets = []
+        for last, static in zip(self.last_loss, self.static_buckets, strict=True):
+            if self.edges is None:
+                buckets.append(static)
+                continue
+            b = static.copy()
+            seen = np.flatnonzero(np.isfinite(last))
+            b[seen] = assign_buckets(last[seen], self.edges)
+            buckets.append(b)
+        self._set_buckets(loader, buckets)
+
+    def _set_buckets(self, loader: PhaseLoader, buckets: list[npt.NDArray[np.int64]]) -> None:
+        for sampler, b in zip(loader.samplers, buckets, strict=True):
+            sampler.set_buckets(b)
+        self.buckets = buckets
 
     def state_dict(self) -> dict[str, Any]:
-        """Window, latest losses, probabilities: plain numpy arrays and ints."""
+        """Everything a resume needs, as plain numpy arrays and ints.
+
+        ``probs`` (float64 ``(B,)``), ``window`` (:meth:`RollingWindow.state_dict`),
+        ``last_loss`` and ``buckets`` (per stream, float32 / int8 ``(num_samples,)``), ``edges``
+        (float64 ``(B-1,)`` or None), ``num_recomputes``, ``phase_idx``. The sampler counters are
+        the loader's.
+        """
         return {
+            "phase_idx": self.phase_idx,
             "probs": self.probs.copy(),
             "window": self.window.state_dict(),
             "last_loss": [a.copy() for a in self.last_loss],
+            "buckets": [b.astype(np.int8) for b in self.buckets],  # num_buckets ≤ 64
             "edges": None if self.edges is None else self.edges.copy(),
             "num_recomputes": self.num_recomputes,
         }
