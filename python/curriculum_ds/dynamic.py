@@ -59,7 +59,10 @@ def bucket_probs(
         raise ValueError(f"floor must be in (0, 1/num_buckets], got {floor} with {len(s)} buckets")
     if not np.all(np.isfinite(s)):
         raise ValueError(f"bucket scores must be finite, got {s.tolist()}")
-    z = (s - s.max()) / temperature  # ≤ 0: exp never overflows; the max bucket gets exp(0) = 1
+    # z ≤ 0, so exp never overflows and the top bucket gets exp(0) = 1 (the sum is ≥ 1); a tiny
+    # temperature sends the other z to -inf, whose exp is exactly 0: a one-hot softmax, no NaN
+    with np.errstate(over="ignore"):
+        z = (s - s.max()) / temperature
     e = np.exp(z)
     softmax = e / e.sum()
     return floor + (1.0 - len(s) * floor) * softmax

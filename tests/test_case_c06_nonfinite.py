@@ -1,0 +1,146 @@
+"""Case C06 (../shared/cases/README.md): non-finite losses in the difficulty window.
+
+Window [1, 2, 3, 4, NaN] with 4 buckets: the NaN is left out and counted, the edges are those of
+[1, 2, 3, 4]; never a NaN edge or weight, and the weights sum to 1. +inf is treated like NaN. An
+empty or all-NaN window (start-up, right after a phase swap) does not crash and keeps the previous
+weights (uniform at the start).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import make_dataset, ragged_docs
+
+from curriculum_ds.config import DynamicConfig, PhaseConfig
+from curriculum_ds.dynamic import DynamicReweighter, bucket_probs, bucket_scores
+from curriculum_ds.kernels import RollingWindow, bucket_edges
+from curriculum_ds.loader import PhaseLoader
+
+FINITE = [1.0, 2.0, 3.0, 4.0]
+BAD = [float("nan"), float("inf"), float("-inf")]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return make_dataset(tmp_path_factory.mktemp("c06"), "docs", ragged_docs(40, seed=5))
+
+
+def _loader(dataset, phase_idx=0) -> PhaseLoader:
+    phase = PhaseConfig.model_validate(
+        {
+            "name": f"p{phase_idx}",
+            "duration": "1000tok",
+            "train_loader": {"streams": [{"local": str(dataset)}], "max_seq_len": 64},
+        }
+    )
+    return PhaseLoader(phase, phase_idx, seed=11, num_buckets=4)
+
+
+def _reweighter() -> DynamicReweighter:
+    cfg = DynamicConfig(
+        enabled=True,
+        num_buckets=4,
+        window=100,
+        recompute_every_n_steps=1,
+        temperature=1.0,
+        floor=0.05,
+    )
+    return DynamicReweighter(cfg, seed=11)
+
+
+def _expected_for_finite():
+    edges = bucket_edges(np.array(FINITE), 4)
+    scores, counts = bucket_scores(np.array(FINITE, dtype=np.float32), edges, 4)
+    return edges, scores, counts, bucket_probs(scores, temperature=1.0, floor=0.05)
+
+
+@pytest.mark.parametrize("bad", BAD, ids=["nan", "+inf", "-inf"])
+def test_c06_window_leaves_out_and_counts_non_finite(bad):
+    window = RollingWindow(10)
+    window.push(np.array([*FINITE, bad]))
+    assert len(window) == 4
+    assert window.num_non_finite == 1
+    np.testing.assert_array_equal(window.values(), FINITE)
+    np.testing.assert_array_equal(window.edges(4), bucket_edges(np.array(FINITE), 4))
+    np.testing.assert_array_equal(bucket_edges(np.array([*FINITE, bad]), 4), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("bad", BAD, ids=["nan", "+inf", "-inf"])
+def test_c06_reweighter_recompute_with_a_non_finite_loss(dataset, bad):
+    loader = _loader(dataset)
+    dyn = _reweighter()
+    dyn.start_phase(loader, None)
+    batch = np.stack([np.zeros(5, np.int64), np.arange(5, dtype=np.int64)], axis=1)
+    dyn.observe(loader, batch, np.array([*FINITE, bad]))
+    rec = dyn.maybe_recompute(1, loader)
+    edges, scores, counts, probs = _expected_for_finite()
+    assert rec["num_non_finite"] == 1
+    assert rec["window_size"] == 4
+    assert rec["edges"] == edges.tolist() == [1.0, 2.0, 3.0]
+    assert rec["bucket_counts"] == counts.tolist()
+    np.testing.assert_array_equal(rec["scores"], scores)
+    np.testing.assert_array_equal(rec["weights"], probs)
+    weights = np.array(rec["weights"])
+    assert np.all(np.isfinite(weights))
+    assert np.all(np.isfinite(rec["edges"]))
+    assert abs(weights.sum() - 1) <= 1e-12
+    assert weights.min() >= 0.05
+    # the sample whose loss was not finite stays unseen: it keeps its static bucket
+    assert np.isnan(dyn.last_loss[0][4])
+    assert dyn.buckets[0][4] == dyn.static_buckets[0][4]
+    np.testing.assert_array_equal(dyn.buckets[0][:4], np.searchsorted(edges, FINITE, side="right"))
+    # the sampler still draws (never an excluded index, never a crash)
+    drawn = loader.next_global_batch(64, dyn.probs)
+    assert drawn[:, 1].min() >= 0
+    assert drawn[:, 1].max() < 40
+
+
+def test_c06_empty_and_all_nan_window_at_start_keeps_uniform(dataset):
+    loader = _loader(dataset)
+    dyn = _reweighter()
+    dyn.start_phase(loader, None)
+    rec = dyn.maybe_recompute(1, loader)  # nothing observed yet
+    assert rec["kept_previous"] is True
+    assert rec["weights"] == [0.25] * 4
+    assert rec["window_size"] == 0
+    batch = loader.next_global_batch(8, dyn.probs)
+    dyn.observe(loader, batch, np.full(8, np.nan))
+    rec = dyn.maybe_recompute(2, loader)
+    assert rec["kept_previous"] is True
+    assert rec["weights"] == [0.25] * 4
+    assert rec["num_non_finite"] == 8
+    assert "edges" not in rec
+    assert dyn.edges is None
+
+
+def test_c06_all_nan_window_after_a_phase_swap_keeps_the_previous_weights(dataset):
+    loader = _loader(dataset)
+    dyn = _reweighter()
+    dyn.start_phase(loader, None)
+    batch = np.stack([np.zeros(5, np.int64), np.arange(5, dtype=np.int64)], axis=1)
+    dyn.observe(loader, batch, np.array([*FINITE, np.nan]))
+    dyn.maybe_recompute(1, loader)
+    previous = dyn.probs.copy()
+    assert not np.allclose(previous, 0.25)
+
+    swapped = _loader(dataset, phase_idx=1)
+    dyn.start_phase(swapped, None)
+    assert len(dyn.window) == 0
+    assert dyn.window.num_non_finite == 0
+    for step in (2, 3):
+        batch = swapped.next_global_batch(8, dyn.probs)
+        dyn.observe(swapped, batch, np.full(8, np.inf))
+        rec = dyn.maybe_recompute(step, swapped)
+        assert rec["kept_previous"] is True
+        np.testing.assert_array_equal(rec["weights"], previous)
+    np.testing.assert_array_equal(dyn.probs, previous)
+
+
+def test_c06_bucket_scores_never_nan():
+    # only finite values reach bucket_scores (the window filters); an empty window is refused
+    with pytest.raises(ValueError, match="no value"):
+        bucket_scores(np.array([], dtype=np.float32), np.array([1.0, 2.0, 3.0]), 4)
+    scores, _ = bucket_scores(np.array([7.0, 7.0, 7.0], dtype=np.float32), np.array([7.0] * 3), 4)
+    assert np.all(np.isfinite(scores))
+    np.testing.assert_array_equal(scores, [7.0] * 4)
