@@ -20,6 +20,9 @@ const CHUNK_LEN: usize = 1024;
 /// Positions per RNG stream inside one bucket permutation of the `BucketSampler`.
 pub const PERM_CHUNK: u64 = 1024;
 
+/// Draws planned (and their table reads prefetched) ahead by `BucketSampler::sample`.
+const AHEAD: usize = 64;
+
 /// Largest number of categories (indices are stored as `u32`).
 pub const MAX_CATEGORIES: usize = u32::MAX as usize;
 
@@ -606,18 +609,24 @@ impl BucketSampler {
         Ok(())
     }
 
-    /// Advance bucket `bucket` by one position of its permutation and return the index there.
-    /// The bucket must be non-empty.
+    /// Start the next epoch of `bucket` if its permutation is exhausted.
     #[inline]
-    fn step(&mut self, bucket: usize) -> u32 {
-        let lo = self.offsets[bucket];
-        let size = (self.offsets[bucket + 1] - lo) as u64;
-        if self.cursors[bucket] == size {
+    fn roll_epoch_if_exhausted(&mut self, bucket: usize) {
+        let (lo, hi) = (self.offsets[bucket], self.offsets[bucket + 1]);
+        if self.cursors[bucket] == (hi - lo) as u64 {
             self.epochs[bucket] += 1;
             self.cursors[bucket] = 0;
-            let hi = self.offsets[bucket + 1];
             self.work[lo..hi].copy_from_slice(&self.members[lo..hi]);
         }
+    }
+
+    /// Draw the swap partner of the next position of `bucket` (forward Fisher–Yates) and advance
+    /// its cursor; returns the absolute positions `(p, j)`. The swap itself is applied by the
+    /// caller, in order. The bucket must be non-empty and not exhausted.
+    #[inline]
+    fn plan(&mut self, bucket: usize) -> (usize, usize) {
+        let lo = self.offsets[bucket];
+        let size = (self.offsets[bucket + 1] - lo) as u64;
         let pos = self.cursors[bucket];
         if pos.is_multiple_of(PERM_CHUNK) {
             self.rngs[bucket] = stream(
@@ -632,13 +641,21 @@ impl BucketSampler {
             );
         }
         let j = pos + uniform_below(&mut self.rngs[bucket], size - pos);
+        self.cursors[bucket] = pos + 1;
         #[allow(
             clippy::cast_possible_truncation,
             reason = "positions inside an in-memory slice"
         )]
-        let (p, j) = (lo + pos as usize, lo + j as usize);
+        (lo + pos as usize, lo + j as usize)
+    }
+
+    /// Advance bucket `bucket` by one position of its permutation and return the index there.
+    /// The bucket must be non-empty.
+    #[inline]
+    fn step(&mut self, bucket: usize) -> u32 {
+        self.roll_epoch_if_exhausted(bucket);
+        let (p, j) = self.plan(bucket);
         self.work.swap(p, j);
-        self.cursors[bucket] = pos + 1;
         self.work[p]
     }
 
@@ -678,10 +695,40 @@ impl BucketSampler {
             &[self.generation, self.num_calls],
         );
         self.num_calls += 1;
-        let mut out = Vec::with_capacity(k);
-        for _ in 0..k {
-            let bucket = table.pick(rng.next_u64()) as usize;
-            out.push(i64::from(self.step(bucket)));
+        // Plan up to AHEAD draws (bucket choice, swap partner: these need no table reads) and
+        // prefetch their partners, then apply the swaps in order. The result is exactly the
+        // sequential algorithm's; the random reads of a block just overlap. An epoch roll waits
+        // until the swaps planned before it are applied.
+        let mut out = vec![0i64; k];
+        let mut planned = [(0usize, 0usize); AHEAD];
+        let mut pending: Option<usize> = None;
+        let mut done = 0;
+        while done < k {
+            let mut len = 0;
+            while len < AHEAD && done + len < k {
+                let bucket = match pending.take() {
+                    Some(b) => b,
+                    None => table.pick(rng.next_u64()) as usize,
+                };
+                let exhausted = self.cursors[bucket]
+                    == (self.offsets[bucket + 1] - self.offsets[bucket]) as u64;
+                if exhausted {
+                    if len > 0 {
+                        pending = Some(bucket);
+                        break;
+                    }
+                    self.roll_epoch_if_exhausted(bucket);
+                }
+                let (p, j) = self.plan(bucket);
+                prefetch(&self.work, j);
+                planned[len] = (p, j);
+                len += 1;
+            }
+            for (o, &(p, j)) in out[done..done + len].iter_mut().zip(&planned[..len]) {
+                self.work.swap(p, j);
+                *o = i64::from(self.work[p]);
+            }
+            done += len;
         }
         Ok(out)
     }
