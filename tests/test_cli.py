@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import REPO, make_dataset, ragged_docs, write_ds_config
 
 from curriculum_ds.cli import main
 from curriculum_ds.launch import launcher_env
-from helpers import REPO, make_dataset, ragged_docs, write_ds_config
 
 CLI = str(Path(sys.executable).parent / "curriculum-ds")
 
@@ -131,7 +131,7 @@ def test_demo_runs_end_to_end_and_points_at_the_picture(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     run = tmp_path / "demo" / "run"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [r["phase_name"] for r in rows][0] == "docstrings"
+    assert rows[0]["phase_name"] == "docstrings"
     assert rows[-1]["phase_name"] == "mix"
     assert rows[-1]["tokens"] >= 40000
     assert (run / "curriculum_curve.png").stat().st_size > 10_000
