@@ -1,8 +1,16 @@
-"""Read ``curriculum_history.jsonl`` and show each bucket's weight over steps (table + PNG)."""
+"""Read ``curriculum_history.jsonl`` and show each bucket's weight over steps (table + PNG).
+
+The history has one line per recompute of the bucket weights (``step``, ``phase``, ``phase_name``,
+``weights``, ...). A weight holds from its recompute step until the next one, so the plot draws
+steps, not interpolated lines. Phase boundaries come from ``metrics.jsonl`` (the first step of
+each phase) when the run folder has it, else from the history itself. A partial last line (a crash
+in the middle of a write) is ignored.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from curriculum_ds.errors import DataError
@@ -16,21 +24,39 @@ class Curve:
     """A run's weight history.
 
     Attributes:
-        steps: optimizer step of each recompute.
-        weights: per recompute, the bucket probabilities (each list sums to 1).
-        phase_starts: ``(step, phase_name)`` of each phase's first step (from metrics.jsonl).
+        steps: optimizer step (global, 1-based) of each recompute.
+        weights: per recompute, the bucket probabilities (each list sums to 1); bucket 0 holds
+            the easiest samples (lowest loss percentile), the last bucket the hardest.
+        phase_starts: ``(step, phase_name)`` of each phase's first step.
+        phases: per recompute, the name of its phase (empty if the history lacks it).
+        last_step: the run's last optimizer step (from metrics.jsonl), or the last recompute's.
+        floor: the per-bucket floor of the weights, if the history records it.
+        temperature: the softmax temperature, if the history records it.
+        title: what the run is called in the plot (the run folder's name).
     """
 
     steps: list[int]
     weights: list[list[float]]
     phase_starts: list[tuple[int, str]]
+    phases: list[str] = field(default_factory=list)
+    last_step: int | None = None
+    floor: float | None = None
+    temperature: float | None = None
+    title: str = ""
 
 
 def load_curve(run_dir: Path) -> Curve:
-    """Load the history of ``run_dir``.
+    """Load the weight history of ``run_dir``.
+
+    Args:
+        run_dir: A run folder (``--run-dir`` of training).
+
+    Returns:
+        The :class:`Curve`; complete lines only (a partial last line is left out).
 
     Raises:
-        DataError: If the run folder has no (or an empty) ``curriculum_history.jsonl``.
+        DataError: If the run folder has no (or an empty) ``curriculum_history.jsonl``, or a
+            record lacks ``step``/``weights``.
     """
     path = run_dir / "curriculum_history.jsonl"
     if not path.is_file():
@@ -38,50 +64,147 @@ def load_curve(run_dir: Path) -> Curve:
     records = read_jsonl(path)
     if not records:
         raise DataError(f"{path}: the history is empty (no recompute happened yet)")
+    for i, r in enumerate(records):
+        if "step" not in r or not r.get("weights"):
+            raise DataError(f"{path}: line {i + 1} has no step or weights")
     phase_starts: list[tuple[int, str]] = []
+    last_step = int(records[-1]["step"])
     metrics = run_dir / "metrics.jsonl"
-    if metrics.is_file():
-        last_phase = None
-        for r in read_jsonl(metrics):
-            if r.get("phase") != last_phase:
-                phase_starts.append((int(r["step"]), str(r.get("phase_name", r.get("phase")))))
-                last_phase = r.get("phase")
-    return Curve([int(r["step"]) for r in records], [list(r["weights"]) for r in records], phase_starts)
+    rows = read_jsonl(metrics) if metrics.is_file() else []
+    source = rows or records
+    last_phase = object()
+    for r in source:
+        phase = r.get("phase")
+        if phase != last_phase:
+            phase_starts.append((int(r["step"]), str(r.get("phase_name", phase))))
+            last_phase = phase
+    if rows:
+        last_step = max(last_step, int(rows[-1]["step"]))
+    if not rows and phase_starts:
+        phase_starts[0] = (1, phase_starts[0][1])  # the history starts at the first recompute
+    last = records[-1]
+    return Curve(
+        steps=[int(r["step"]) for r in records],
+        weights=[[float(w) for w in r["weights"]] for r in records],
+        phase_starts=phase_starts,
+        phases=[str(r.get("phase_name", r.get("phase", ""))) for r in records],
+        last_step=last_step,
+        floor=float(last["floor"]) if "floor" in last else None,
+        temperature=float(last["temperature"]) if "temperature" in last else None,
+        title=run_dir.resolve().name,
+    )
 
 
 def render_table(curve: Curve, max_rows: int = 20) -> str:
-    """An ASCII table: one row per recompute (evenly thinned to ``max_rows``), one column per bucket."""
+    """ASCII table: a row per recompute (evenly thinned to ``max_rows``), a column per bucket.
+
+    Phase boundaries are listed under the table; the first and the last recompute are always
+    shown.
+    """
     num_buckets = len(curve.weights[0])
-    header = f"{'step':>8} " + " ".join(f"{'b' + str(b):>6}" for b in range(num_buckets))
+    phases = curve.phases if len(curve.phases) == len(curve.steps) else [""] * len(curve.steps)
+    phase_width = max([5, *(len(p) for p in phases)])
+    header = f"{'step':>8}  {'phase':<{phase_width}} " + " ".join(
+        f"{'b' + str(b):>6}" for b in range(num_buckets)
+    )
     stride = max(1, -(-len(curve.steps) // max_rows))
     rows = list(range(0, len(curve.steps), stride))
     if rows[-1] != len(curve.steps) - 1:
         rows.append(len(curve.steps) - 1)
-    lines = [header, "-" * len(header)]
+    lines = [
+        f"bucket weights ({num_buckets} buckets, b0 = easiest, b{num_buckets - 1} = hardest; "
+        f"{len(curve.steps)} recomputes"
+        + (f", floor {curve.floor:g}" if curve.floor is not None else "")
+        + (f", temperature {curve.temperature:g}" if curve.temperature is not None else "")
+        + ")",
+        header,
+        "-" * len(header),
+    ]
     for i in rows:
-        lines.append(f"{curve.steps[i]:>8} " + " ".join(f"{w:6.3f}" for w in curve.weights[i]))
+        lines.append(
+            f"{curve.steps[i]:>8}  {phases[i]:<{phase_width}} "
+            + " ".join(f"{w:6.3f}" for w in curve.weights[i])
+        )
     if curve.phase_starts:
-        lines.append("phases: " + ", ".join(f"{name} from step {s}" for s, name in curve.phase_starts))
+        lines.append(
+            "phases: " + ", ".join(f"{name} from step {s}" for s, name in curve.phase_starts)
+        )
     return "\n".join(lines)
 
 
 def render_png(curve: Curve, out: Path) -> Path:
-    """Plot each bucket's weight over steps with phase boundaries as dashed lines (matplotlib)."""
-    import matplotlib  # noqa: PLC0415
+    """Plot each bucket's weight over steps, with the phases shaded and their boundaries marked.
+
+    Args:
+        curve: The history (:func:`load_curve`).
+        out: The PNG to write (its folder is created).
+
+    Returns:
+        ``out``. Uses matplotlib's Agg backend (no display needed).
+    """
+    import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
+    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    for b in range(len(curve.weights[0])):
-        ax.plot(curve.steps, [w[b] for w in curve.weights], label=f"bucket {b}", linewidth=1.5)
-    for step, name in curve.phase_starts[1:]:
-        ax.axvline(step, color="k", linestyle="--", linewidth=1)
-        ax.text(step, ax.get_ylim()[1], f" {name}", va="top", fontsize=9)
+    num_buckets = len(curve.weights[0])
+    last_step = max(curve.last_step or curve.steps[-1], curve.steps[-1])
+    first_step = min([curve.steps[0], *(s for s, _ in curve.phase_starts)])
+    # a weight holds from its recompute until the next one: extend the last to the run's end;
+    # before the first recompute of a run the weights are uniform (1 / num_buckets)
+    head = [first_step] if first_step < curve.steps[0] else []
+    xs = [*head, *curve.steps, last_step]
+    colors = plt.get_cmap("viridis")(
+        [0.85 * b / max(1, num_buckets - 1) for b in range(num_buckets)]
+    )
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    top = max(max(w) for w in curve.weights)
+    ymax = min(1.0, top * 1.15 + 0.02)
+    # phases: alternate light shading, a dashed line at each boundary, the name at the top
+    bounds = [*curve.phase_starts, (last_step + 1, "")]
+    for k, ((start, name), (end, _)) in enumerate(itertools.pairwise(bounds)):
+        left = start - 0.5
+        if k % 2 == 1:
+            ax.axvspan(left, end - 0.5, color="0.94", zorder=0)
+        if k > 0:
+            ax.axvline(left, color="0.3", linestyle="--", linewidth=1, zorder=1)
+        ax.text(
+            left,
+            ymax,
+            f" {name}",
+            va="top",
+            ha="left",
+            fontsize=9,
+            color="0.25",
+            fontweight="bold",
+        )
+    for b in range(num_buckets):
+        label = f"bucket {b}"
+        if b == 0:
+            label += " (easiest)"
+        elif b == num_buckets - 1:
+            label += " (hardest)"
+        ys = [w[b] for w in curve.weights]
+        ys_line = [1.0 / num_buckets] * len(head) + [*ys, ys[-1]]
+        ax.step(xs, ys_line, where="post", color=colors[b], linewidth=1.8, label=label)
+        ax.plot(curve.steps, ys, "o", color=colors[b], markersize=2.5)
+    ax.axhline(1.0 / num_buckets, color="0.5", linestyle=":", linewidth=1, label="uniform 1/B")
+    if curve.floor is not None:
+        ax.axhline(
+            curve.floor, color="tab:red", linestyle=":", linewidth=1, label=f"floor {curve.floor:g}"
+        )
+    ax.set_xlim(first_step - 0.5, last_step + 0.5)
+    ax.set_ylim(0.0, ymax)
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("bucket weight (probability)")
-    ax.set_title("curriculum_ds: bucket weights (easy → hard buckets by loss percentile)")
-    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    ax.set_ylabel("bucket probability (sums to 1)")
+    subtitle = f"{num_buckets} loss-percentile buckets, {len(curve.steps)} recomputes"
+    if curve.temperature is not None:
+        subtitle += f", temperature {curve.temperature:g}"
+    name = f" — {curve.title}" if curve.title else ""
+    ax.set_title(f"curriculum_ds: dynamic bucket weights{name}\n{subtitle}", fontsize=11)
+    ax.grid(axis="y", color="0.85", linewidth=0.6)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

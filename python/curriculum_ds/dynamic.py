@@ -218,9 +218,10 @@ class DynamicReweighter:
 
         Returns:
             The history record (``weights``, ``scores``, ``edges``, ``bucket_counts``,
-            ``window_size``, ``num_non_finite``) or None between recomputes. An empty window
-            (start-up, right after a phase swap, or only non-finite losses) keeps the previous
-            weights and buckets and says so with ``kept_previous: true``.
+            ``window_size``, ``num_non_finite``, ``temperature``, ``floor``) or None between
+            recomputes. An empty window (start-up, right after a phase swap, or only non-finite
+            losses) keeps the previous weights and buckets and says so with
+            ``kept_previous: true``.
         """
         if global_step % self.cfg.recompute_every_n_steps != 0:
             return None
@@ -228,6 +229,8 @@ class DynamicReweighter:
         record: dict[str, Any] = {
             "window_size": len(self.window),
             "num_non_finite": int(self.window.num_non_finite),
+            "temperature": self.cfg.temperature,
+            "floor": self.cfg.floor,
         }
         if len(self.window) == 0:
             record.update(weights=self.probs.tolist(), scores=None, kept_previous=True)
