@@ -325,3 +325,40 @@ def test_state_from_an_earlier_phase_carries_only_the_probs(datasets):
     assert dyn_b.num_recomputes == saved["num_recomputes"]
     for sampler, static in zip(loader_b.samplers, dyn_b.static_buckets, strict=True):
         np.testing.assert_array_equal(sampler.counts(), np.bincount(static, minlength=4))
+
+
+def test_weights_drive_the_sampler_within_the_datamix(datasets):
+    """Item 5: bucket shares of the next few thousand samples match the probs (binomial 4σ),
+    overall and within each stream, while the stream proportions still hold exactly."""
+    loader = PhaseLoader(_phase(datasets), 0, seed=5, num_buckets=4)
+    dyn = DynamicReweighter(_cfg(window=10_000, recompute_every_n_steps=1), seed=5)
+    dyn.start_phase(loader, None)
+    # a loss for every sample, unrelated to its length, so each stream has all four buckets
+    pairs = np.array(
+        [[s, i] for s, info in enumerate(loader.infos) for i in range(info.num_samples)],
+        dtype=np.int64,
+    )
+    losses = ((pairs[:, 1] * 2654435761 + pairs[:, 0] * 97) % 1000).astype(np.float64) / 100
+    dyn.observe(loader, pairs, losses)
+    dyn.maybe_recompute(1, loader)
+    for sampler in loader.samplers:
+        assert np.all(sampler.counts() > 0)
+
+    probs = np.array([0.05, 0.15, 0.3, 0.5])
+    drawn = np.concatenate([loader.next_global_batch(32, probs) for _ in range(150)])
+    n = len(drawn)
+    buckets = np.array([dyn.buckets[s][i] for s, i in drawn])
+
+    def within_4_sigma(observed, k):
+        expected = probs * k
+        sigma = np.sqrt(k * probs * (1 - probs))
+        assert np.all(np.abs(observed - expected) <= 4 * sigma), (observed, expected, sigma)
+
+    within_4_sigma(np.bincount(buckets, minlength=4), n)
+    for stream in range(2):
+        mine = drawn[:, 0] == stream
+        within_4_sigma(np.bincount(buckets[mine], minlength=4), int(mine.sum()))
+    # the datamix: Megatron's largest-deficit rule keeps every prefix within one sample
+    for prefix in (32, 1000, n):
+        counts = np.bincount(drawn[:prefix, 0], minlength=2)
+        assert np.all(np.abs(counts - loader.proportions * prefix) < 1.0)
