@@ -5,13 +5,21 @@ rank pushes the same values, in the same order, into its own :class:`RollingWind
 scores and weights are therefore bit-identical on every rank and the per-stream
 :class:`BucketSampler` objects stay in lockstep without broadcasting batches.
 
-Weights (the formula of Soup's dynamic curriculum and the exploration floor of DoReMi/ODM)::
+Weights::
 
     probs_b = floor + (1 - num_buckets * floor) * softmax(score / temperature)_b
 
-which is ≥ ``floor`` for every bucket and sums to exactly 1 without renormalising (clamping and
-then renormalising, the common mistake, breaks the floor). The softmax subtracts the maximum
-first, so a tiny temperature gives a one-hot softmax, never NaN or inf.
+This is DoReMi's smoothing of the domain weights with the uniform distribution (Xie et al. 2023,
+"DoReMi: Optimizing Data Mixtures Speeds Up Language Model Pretraining", Algorithm 1:
+``(1 - c) * alpha + c * u``) with ``c = num_buckets * floor``, applied to a softmax of per-bucket
+scores as in online data mixing (Albalak et al. 2023). Every probability is ≥ ``floor`` and the
+sum is 1 without renormalising (clamping and then renormalising, the common mistake, breaks the
+floor: case C05). The softmax subtracts the maximum first, so a tiny temperature gives a one-hot
+softmax, never NaN or inf. Per-bucket score: the mean loss (nats) of the window's values in the
+bucket; a bucket left empty by ties gets the mean of the populated buckets.
+
+Non-finite losses (a sample without loss-bearing tokens, an overflow) are left out of the window
+and counted (case C06); a recompute over an empty window keeps the previous weights.
 """
 
 from __future__ import annotations
