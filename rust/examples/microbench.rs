@@ -1,6 +1,7 @@
-//! Component timings of the kernels (not a test): `cargo run --release --example microbench [N]`.
+//! Component timings of the kernels (not a test):
+//! `cargo run --release --example microbench [N] [name filter]`.
 //!
-//! Prints the fastest of 7 runs per component (the least disturbed by other processes).
+//! Prints the fastest of 15 runs per component (the least disturbed by other processes).
 #![allow(
     clippy::print_stdout,
     clippy::cast_possible_truncation,
@@ -14,9 +15,14 @@ use std::hint::black_box;
 use std::time::Instant;
 
 fn time<T>(name: &str, per: usize, mut f: impl FnMut() -> T) {
+    if let Some(filter) = std::env::args().nth(2) {
+        if !name.contains(filter.as_str()) {
+            return;
+        }
+    }
     black_box(f());
     let mut best = f64::INFINITY;
-    for _ in 0..7 {
+    for _ in 0..15 {
         let t0 = Instant::now();
         black_box(f());
         best = best.min(t0.elapsed().as_secs_f64());

@@ -317,7 +317,6 @@ impl WeightedSampler {
 /// # Errors
 /// `InvalidWeight`; `NotEnoughPositiveWeights` if `k` exceeds the number of positive weights.
 pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Result<Vec<i64>> {
-    const SHIFT: u32 = 47;
     let (_, num_positive) = check_weights(weights)?;
     if k > num_positive {
         return Err(Error::NotEnoughPositiveWeights { k, num_positive });
@@ -328,28 +327,17 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
     // Keys as f64 bits: keys are >= 0 (or +inf), so the bit order is the numeric order. Their
     // bits 62..47 (sign is 0) give a 2^16-bin histogram, 32 bins per octave, built in the same
     // pass; the k-th smallest key is then selected inside its bin only (radix select).
-    let exp1 = Exp1Stream::new();
     let mut keys: Vec<u64> = vec![0; weights.len()];
     let mut hist = vec![0u32; 1 << 16];
-    for (c, (kc, wc)) in keys
-        .chunks_mut(CHUNK_LEN)
-        .zip(weights.chunks(CHUNK_LEN))
-        .enumerate()
-    {
-        let mut rng = stream(seed, domain::WITHOUT_REPLACEMENT, &[c as u64]);
-        for (kk, &w) in kc.iter_mut().zip(wc) {
-            let e = exp1.sample(&mut rng);
-            // A positive weight always beats a zero weight, even when e / w overflows.
-            let key = if w > 0.0 {
-                (e / w).min(f64::MAX)
-            } else {
-                f64::INFINITY
-            };
-            let bits = key.to_bits();
-            *kk = bits;
-            hist[(bits >> SHIFT) as usize] += 1;
-        }
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::has_x86_64_v3() {
+        // SAFETY: the CPU supports the x86-64-v3 features (checked just above).
+        unsafe { es_keys_v3(weights, seed, &mut keys, &mut hist) };
+    } else {
+        es_keys(weights, seed, &mut keys, &mut hist);
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    es_keys(weights, seed, &mut keys, &mut hist);
     // Bin of the rank k-1 key and the rank inside it.
     let target = (k - 1) as u64;
     let mut cum = 0u64;
@@ -361,7 +349,7 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
     let mut in_bin: Vec<u64> = keys
         .iter()
         .copied()
-        .filter(|&b| (b >> SHIFT) as usize == bin)
+        .filter(|&b| (b >> ES_SHIFT) as usize == bin)
         .collect();
     #[allow(
         clippy::cast_possible_truncation,
@@ -383,6 +371,41 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
         }
     }
     Ok(out)
+}
+
+/// Bit shift that maps an Efraimidis–Spirakis key (non-negative `f64` bits) to its histogram bin.
+const ES_SHIFT: u32 = 47;
+
+/// Efraimidis–Spirakis keys `Exp(1) / w` as `f64` bits (`+inf` for `w = 0`; a positive weight's
+/// key is capped at `f64::MAX`), key `i` from stream `(seed, i / CHUNK)`, and their histogram.
+#[inline(always)]
+fn es_keys(weights: &[f64], seed: u64, keys: &mut [u64], hist: &mut [u32]) {
+    let exp1 = Exp1Stream::new();
+    for (c, (kc, wc)) in keys
+        .chunks_mut(CHUNK_LEN)
+        .zip(weights.chunks(CHUNK_LEN))
+        .enumerate()
+    {
+        let mut rng = stream(seed, domain::WITHOUT_REPLACEMENT, &[c as u64]);
+        for (kk, &w) in kc.iter_mut().zip(wc) {
+            let e = exp1.sample(&mut rng);
+            let key = if w > 0.0 {
+                (e / w).min(f64::MAX)
+            } else {
+                f64::INFINITY
+            };
+            let bits = key.to_bits();
+            *kk = bits;
+            hist[(bits >> ES_SHIFT) as usize] += 1;
+        }
+    }
+}
+
+/// [`es_keys`] compiled for x86-64-v3; same results.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
+fn es_keys_v3(weights: &[f64], seed: u64, keys: &mut [u64], hist: &mut [u32]) {
+    es_keys(weights, seed, keys, hist);
 }
 
 /// A uniformly random permutation of `0..n` (Fisher–Yates, Durstenfeld's in-place variant, with
