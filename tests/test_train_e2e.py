@@ -101,3 +101,43 @@ def test_case_c08_module_flag_and_local_rank(two_phase_run, monkeypatch):
 
     with pytest.raises(LocalRankError, match="--local_rank=1 disagrees with LOCAL_RANK=5"):
         parse_args(["--local_rank=1", "--deepspeed_config", "ds.json", "--run-dir", "r"])
+
+
+def test_torchrun_gives_the_same_steps_as_the_deepspeed_launcher(two_phase_run, tmp_path):
+    import subprocess
+    import sys
+
+    from curriculum_ds.distributed import _free_port
+    from curriculum_ds.launch import launcher_env
+
+    run_dir, _ = two_phase_run
+    torchrun = str(Path(sys.executable).parent / "torchrun")
+    cmd = [
+        torchrun,
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(_free_port()),
+        "-m",
+        "curriculum_ds.train",
+        "--deepspeed_config",
+        str(run_dir.parent / "ds.json"),
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--max-steps",
+        "3",
+        "--no-progress",
+    ]
+    proc = subprocess.run(
+        cmd,
+        env=launcher_env(cuda=False),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=run_dir.parent,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ours = metrics(tmp_path / "run")
+    reference = metrics(run_dir)[:3]
+    assert [r["tokens"] for r in ours] == [r["tokens"] for r in reference]
+    assert [r["loss"] for r in ours] == pytest.approx([r["loss"] for r in reference], rel=1e-6)
