@@ -85,11 +85,14 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int) -> None:
     from curriculum_ds.schedule import describe_schedule
 
     run = load_config(ds_config, check_data=True)
-    click.echo(describe_schedule(run, dp_world_size=num_gpus))
-    if resume_from is not None:
+    verdict = None
+    if resume_from is not None:  # a refused resume is one line: decided before any output
         from curriculum_ds.checkpoint import resume_verdict
 
-        click.echo(resume_verdict(run, resume_from))
+        verdict = resume_verdict(run, resume_from)
+    click.echo(describe_schedule(run, dp_world_size=num_gpus))
+    if verdict is not None:
+        click.echo(verdict)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})
