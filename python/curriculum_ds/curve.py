@@ -201,6 +201,8 @@ def render_png(curve: Curve, out: Path) -> Path:
     subtitle = f"{num_buckets} loss-percentile buckets, {len(curve.steps)} recomputes"
     if curve.temperature is not None:
         subtitle += f", temperature {curve.temperature:g}"
+    if curve.floor is not None:
+        subtitle += f", floor {curve.floor:g}"
     name = f" — {curve.title}" if curve.title else ""
     ax.set_title(f"curriculum_ds: dynamic bucket weights{name}\n{subtitle}", fontsize=11)
     ax.grid(axis="y", color="0.85", linewidth=0.6)
