@@ -111,7 +111,10 @@ impl AliasTable {
                 large.push(i as u32);
             }
         }
-        let mut last_large = *large.last().unwrap_or(&0);
+        // A positive-weight column to alias stray zero-weight leftovers to: starts at the heaviest
+        // weight, so it is positive even if rounding left the large list empty.
+        #[allow(clippy::cast_possible_truncation, reason = "n <= u32::MAX was checked")]
+        let mut last_large = weights.iter().position(|&w| w >= max).unwrap_or(0) as u32;
         while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
             small.pop();
             let ps = p[s as usize];
