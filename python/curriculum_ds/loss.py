@@ -6,11 +6,13 @@ This module is the ONE place that owns the normalisation of the loss (torchtitan
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 
 __all__ = [
     "IGNORE_INDEX",
     "count_valid_tokens",
+    "deepspeed_grad_divisor",
+    "engine_grad_divisor",
     "global_valid_tokens",
     "per_sample_token_losses",
     "scale_micro_batch_loss",
@@ -56,6 +58,7 @@ def scale_micro_batch_loss(
     mode: str,
     global_valid_tokens: torch.Tensor,
     dp_world_size: int,
+    grad_divisor: float | None = None,
 ) -> torch.Tensor:
     """The scalar a micro-batch backpropagates, given how DeepSpeed will rescale it.
 
@@ -82,6 +85,10 @@ def scale_micro_batch_loss(
         global_valid_tokens: Scalar int64 tensor (on device, no host sync), loss-bearing tokens of
             the whole optimizer step over all dp ranks. Must be > 0 (the caller skips empty steps).
         dp_world_size: Number of data-parallel ranks that DeepSpeed averages gradients over.
+        grad_divisor: What DeepSpeed really divides the summed gradients by, when the config makes
+            it differ from ``dp_world_size`` (``engine_grad_divisor``: 1 with
+            ``"gradient_allreduce_op": "sum"``, ``dp_world_size**2`` in one ZeRO-3 corner). It
+            replaces ``dp_world_size`` in the factor; None means ``dp_world_size``.
 
     Returns:
         A scalar tensor. A micro-batch without loss-bearing tokens gives an exact 0 that still
@@ -91,8 +98,10 @@ def scale_micro_batch_loss(
         ValueError: If ``mode`` is not ``"token"`` or ``"sample"``.
     """
     if mode == "token":
-        # nats * ranks / tokens: cancels DeepSpeed's 1/dp average; 1/GAS is off (scale_wrt_gas=False)
-        return loss_sum * (dp_world_size / global_valid_tokens.to(loss_sum.dtype))
+        # nats * ranks / tokens: cancels DeepSpeed's 1/dp average (its divisor, in general);
+        # 1/GAS is off (scale_wrt_gas=False)
+        divisor = dp_world_size if grad_divisor is None else grad_divisor
+        return loss_sum * (divisor / global_valid_tokens.to(loss_sum.dtype))
     if mode == "sample":
         # mean over this micro-batch's tokens; clamp keeps a 0-token micro-batch at 0 instead of NaN
         return loss_sum / num_valid.clamp(min=1).to(loss_sum.dtype)
@@ -124,7 +133,7 @@ def global_valid_tokens(
         Scalar int64 tensor on ``device``: loss-bearing tokens over all ranks and micro-batches
         of the step. Kept on device so normalisation adds no host sync per micro-batch.
     """
-    import torch.distributed as dist  # noqa: PLC0415
+    import torch.distributed as dist
 
     local = torch.zeros((), dtype=torch.int64, device=device)
     for labels in micro_batch_labels:
@@ -132,3 +141,72 @@ def global_valid_tokens(
     if dist.is_initialized():
         dist.all_reduce(local)
     return local
+
+
+def deepspeed_grad_divisor(
+    *,
+    dp_world_size: int,
+    zero_stage: int,
+    gradient_average: bool,
+    postscale_gradients: bool,
+    gradient_predivide_factor: float,
+) -> float:
+    """What DeepSpeed divides the sum over ranks of the local gradients by, for a given config.
+
+    Read from DeepSpeed 0.19.8's reduction code, stage by stage (CPU and CUDA accelerators alike):
+
+    * ZeRO 0 (``engine.allreduce_bucket``) and ZeRO 1/2 (``gradient_reduction_w_predivide``,
+      ``average_tensor``, ``allreduce_bucket``): with ``gradient_predivide_factor`` p and
+      postscaling, ``g / p``, all-reduce, then ``* p / dp_world_size`` unless p equals
+      ``dp_world_size`` — net ``1 / dp_world_size`` for every p; with ``"prescale_gradients": true``
+      ``g / dp_world_size`` then all-reduce, the same. (Reduce-scatter, the ZeRO 1/2/3 default,
+      refuses p != 1.)
+    * ZeRO 3 (``__avg_scatter_contiguous_grads`` / ``__avg_scatter_grads``, ``reduce_scatter:
+      false``): ``g / p``, ``/ dp_world_size`` (explicitly or inside ``reduce_scatter_coalesced``),
+      reduce, then ``* p`` unless p equals ``dp_world_size``. So when p == ``dp_world_size`` != 1
+      the net divisor is ``dp_world_size ** 2`` (the skipped ``* p`` was only right for ZeRO 0-2,
+      which did not divide twice). We follow what DeepSpeed does, so the optimizer still sees the
+      token mean.
+    * ``"gradient_allreduce_op": "sum"`` (``engine.gradient_average`` false; refused by DeepSpeed
+      with ZeRO 3): no division, divisor 1.
+
+    Sequence parallelism (which divides by ``dp_world_size / sequence_parallel_size``) needs an
+    ``mpu``; the trainer passes none, so it is not modelled (``engine_grad_divisor`` refuses it).
+
+    Args:
+        dp_world_size: Data-parallel ranks (≥ 1).
+        zero_stage: 0-3.
+        gradient_average: DeepSpeed's ``engine.gradient_average`` (``gradient_allreduce_op`` mean).
+        postscale_gradients: ``engine.postscale_gradients()`` (not ``prescale_gradients``).
+        gradient_predivide_factor: ``engine.gradient_predivide_factor()``.
+
+    Returns:
+        The divisor (a positive float). Deterministic.
+    """
+    if not gradient_average:
+        return 1.0
+    p = float(gradient_predivide_factor)
+    if zero_stage == 3 and postscale_gradients and p != 1.0 and p == dp_world_size:
+        return float(dp_world_size) ** 2  # DeepSpeed's ZeRO-3 divides twice here (see above)
+    return float(dp_world_size)
+
+
+def engine_grad_divisor(engine: object, *, dp_world_size: int) -> float:
+    """``deepspeed_grad_divisor`` for a live ``DeepSpeedEngine`` (read once per step, no sync).
+
+    Raises:
+        ValueError: If the engine runs sequence parallelism (not supported by the trainer).
+    """
+    sequence_parallel_size = int(getattr(engine, "sequence_parallel_size", 1))
+    if sequence_parallel_size != 1:
+        raise ValueError(
+            f"sequence_parallel_size={sequence_parallel_size}: token-weighted loss supports data "
+            "parallelism only"
+        )
+    return deepspeed_grad_divisor(
+        dp_world_size=dp_world_size,
+        zero_stage=int(engine.zero_optimization_stage()),  # type: ignore[attr-defined]
+        gradient_average=bool(getattr(engine, "gradient_average", True)),
+        postscale_gradients=bool(engine.postscale_gradients()),  # type: ignore[attr-defined]
+        gradient_predivide_factor=float(engine.gradient_predivide_factor()),  # type: ignore[attr-defined]
+    )

@@ -245,6 +245,7 @@ class Trainer:
     def _train_step(self, loader: Any, batch: Any) -> dict[str, Any]:
         """Forward/backward every micro-batch of this rank, then one optimizer step."""
         from curriculum_ds.loss import (  # noqa: PLC0415
+            engine_grad_divisor,
             global_valid_tokens,
             per_sample_token_losses,
             scale_micro_batch_loss,
@@ -263,6 +264,8 @@ class Trainer:
         # [sum of token losses (nats), sum of micro-batch mean losses / GAS] of this rank
         stats = torch.zeros(2, dtype=torch.float64, device=self.device)
         skipped = num_global_valid == 0
+        # what DeepSpeed divides the summed gradients by (dp_world_size but for two config corners)
+        grad_divisor = engine_grad_divisor(self.engine, dp_world_size=self.dp_world_size)
         if not skipped:
             for mb_idx, mb in enumerate(micro_batches):
                 input_ids = mb.input_ids.to(self.device)
@@ -272,7 +275,7 @@ class Trainer:
                 loss_sums, num_valid = per_sample_token_losses(logits, labels)
                 loss = scale_micro_batch_loss(loss_sums.sum(), num_valid.sum(), mode=mode,
                                               global_valid_tokens=global_valid,
-                                              dp_world_size=self.dp_world_size)
+                                              dp_world_size=self.dp_world_size, grad_divisor=grad_divisor)
                 # token mode: our factor already is the whole normalisation, so DeepSpeed's 1/GAS is off
                 self.engine.backward(loss, scale_wrt_gas=(mode == "sample"))
                 self.engine.step()
