@@ -5,6 +5,7 @@
 //! (see [`rng`]) and single-threaded, so no result depends on a thread count.
 
 pub mod bucketing;
+pub mod buf;
 pub mod error;
 pub mod rng;
 pub mod sampling;

@@ -166,14 +166,14 @@ fn assign_buckets<'py>(
         Floats::F32(a) => {
             let s = slice(&a, "values")?;
             detach(py, || {
-                let mut out = vec![0i64; s.len()];
+                let mut out = crate::buf::filled::<i64>(s.len());
                 bucketing::assign_buckets(s, e, policy, &mut out).map(|()| out)
             })?
         }
         Floats::F64(a) => {
             let s = slice(&a, "values")?;
             detach(py, || {
-                let mut out = vec![0i64; s.len()];
+                let mut out = crate::buf::filled::<i64>(s.len());
                 bucketing::assign_buckets(s, e, policy, &mut out).map(|()| out)
             })?
         }

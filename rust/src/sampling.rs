@@ -6,6 +6,7 @@
 
 use rand_core::Rng;
 
+use crate::buf;
 use crate::error::{invalid_arg, Error, Result};
 use crate::rng::{domain, stream, uniform_below, Exp1Stream, Prng};
 
@@ -99,8 +100,9 @@ impl AliasTable {
         let max = weights.iter().copied().fold(0.0, f64::max);
         let total: f64 = weights.iter().map(|&w| w / max).sum();
         let scale = n as f64 / total;
-        let mut p: Vec<f64> = weights.iter().map(|&w| (w / max) * scale).collect();
-        let mut entries = vec![0u64; n];
+        let mut p = buf::with_capacity::<f64>(n);
+        p.extend(weights.iter().map(|&w| (w / max) * scale));
+        let mut entries = buf::filled::<u64>(n);
         let mut small: Vec<u32> = Vec::new();
         let mut large: Vec<u32> = Vec::new();
         #[allow(clippy::cast_possible_truncation, reason = "n <= u32::MAX was checked")]
@@ -303,7 +305,7 @@ impl WeightedSampler {
 
     /// The next `k` draws (indices into the weights).
     pub fn sample(&mut self, k: usize) -> Vec<i64> {
-        let mut out = vec![0i64; k];
+        let mut out = buf::filled::<i64>(k);
         self.table.sample_into(self.seed, self.num_draws, &mut out);
         self.num_draws += k as u64;
         out
@@ -330,7 +332,7 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
     // Keys as f64 bits: keys are >= 0 (or +inf), so the bit order is the numeric order. Their
     // bits 62..47 (sign is 0) give a 2^16-bin histogram, 32 bins per octave, built in the same
     // pass; the k-th smallest key is then selected inside its bin only (radix select).
-    let mut keys: Vec<u64> = vec![0; weights.len()];
+    let mut keys = buf::Scratch::filled(weights.len(), 0u64);
     let mut hist = vec![0u32; 1 << 16];
     #[cfg(target_arch = "x86_64")]
     if crate::simd::has_x86_64_v3() {
@@ -362,17 +364,33 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
     let threshold = *kth;
     #[allow(clippy::cast_possible_truncation, reason = "cum <= k - 1, a usize")]
     let num_less = cum as usize + in_bin.iter().filter(|&&x| x < threshold).count();
-    let mut ties_left = k - num_less;
+    let ties_left = k - num_less;
+    let num_equal = in_bin.iter().filter(|&&x| x == threshold).count();
     drop(in_bin);
-    let mut out = Vec::with_capacity(k);
-    for (i, &key) in keys.iter().enumerate() {
-        if key < threshold {
-            out.push(i as i64);
-        } else if key == threshold && ties_left > 0 {
-            out.push(i as i64);
-            ties_left -= 1;
+    let out = if ties_left == num_equal {
+        // Usual case (no tie straddles the cut): exactly the keys <= threshold. Branchless
+        // compaction: always write, advance only on a hit (one spare slot at the end).
+        let mut out = buf::filled::<i64>(k + 1);
+        let mut len = 0usize;
+        for (i, &key) in keys.iter().enumerate() {
+            out[len] = i as i64;
+            len += usize::from(key <= threshold);
         }
-    }
+        out.truncate(k);
+        out
+    } else {
+        let mut ties_left = ties_left;
+        let mut out = buf::with_capacity::<i64>(k);
+        for (i, &key) in keys.iter().enumerate() {
+            if key < threshold {
+                out.push(i as i64);
+            } else if key == threshold && ties_left > 0 {
+                out.push(i as i64);
+                ties_left -= 1;
+            }
+        }
+        out
+    };
     Ok(out)
 }
 
@@ -414,7 +432,8 @@ fn es_keys_v3(weights: &[f64], seed: u64, keys: &mut [u64], hist: &mut [u32]) {
 /// A uniformly random permutation of `0..n` (Fisher–Yates, Durstenfeld's in-place variant, with
 /// Lemire's unbiased bounded integers) from stream `(seed, epoch)`.
 pub fn epoch_permutation(n: usize, seed: u64, epoch: u64) -> Vec<i64> {
-    let mut perm: Vec<i64> = (0..n as i64).collect();
+    let mut perm = buf::with_capacity::<i64>(n);
+    perm.extend(0..n as i64);
     let mut rng = stream(seed, domain::EPOCH, &[epoch]);
     for i in (1..n).rev() {
         #[allow(clippy::cast_possible_truncation, reason = "< i + 1 <= n")]
@@ -521,7 +540,7 @@ impl BucketSampler {
             counts[i + 1] += counts[i];
         }
         let total = counts[b];
-        let mut members = vec![0u32; total];
+        let mut members = buf::filled::<u32>(total);
         let mut cursor = counts[..b].to_vec();
         #[allow(
             clippy::cast_sign_loss,
@@ -725,7 +744,7 @@ impl BucketSampler {
         // prefetch their partners, then apply the swaps in order. The result is exactly the
         // sequential algorithm's; the random reads of a block just overlap. An epoch roll waits
         // until the swaps planned before it are applied.
-        let mut out = vec![0i64; k];
+        let mut out = buf::filled::<i64>(k);
         let mut planned = [(0usize, 0usize); AHEAD];
         let mut pending: Option<usize> = None;
         let mut done = 0;

@@ -127,9 +127,11 @@ impl RollingWindow {
     /// The values, oldest first.
     pub fn values(&self) -> Vec<f32> {
         if self.buf.len() < self.capacity {
-            return self.buf.clone();
+            let mut v = crate::buf::with_capacity(self.buf.len());
+            v.extend_from_slice(&self.buf);
+            return v;
         }
-        let mut v = Vec::with_capacity(self.buf.len());
+        let mut v = crate::buf::with_capacity(self.buf.len());
         v.extend_from_slice(&self.buf[self.head..]);
         v.extend_from_slice(&self.buf[..self.head]);
         v
