@@ -415,10 +415,12 @@ fn es_keys(weights: &[f64], seed: u64, keys: &mut [u64], hist: &mut [u32]) {
             } else {
                 f64::INFINITY
             };
-            let bits = key.to_bits();
-            *kk = bits;
-            hist[(bits >> ES_SHIFT) as usize] += 1;
+            *kk = key.to_bits();
         }
+    }
+    // A separate pass: fused into the loop above, the increments cost ~4x more (measured).
+    for &bits in keys.iter() {
+        hist[(bits >> ES_SHIFT) as usize] += 1;
     }
 }
 
