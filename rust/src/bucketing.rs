@@ -295,26 +295,34 @@ pub fn edges_from_histogram<T: Float>(
         while t < target_slot.len() && target_slot[t].0 == s {
             t += 1;
         }
-        let targets = &target_slot[first..t];
-        if targets.len() > 4 {
-            keys.sort_unstable();
-            for &(_, r) in targets {
-                edges.push(T::key_to_f64(keys[usize_of(r)]));
-            }
-        } else {
-            // Descending: each select leaves the smaller ranks in the prefix.
-            let mut vals = vec![0.0; targets.len()];
-            let mut end = keys.len();
-            for (i, &(_, r)) in targets.iter().enumerate().rev() {
-                let r = usize_of(r);
-                let (_, kth, _) = keys[..end].select_nth_unstable(r);
-                vals[i] = T::key_to_f64(*kth);
-                end = r + 1;
-            }
-            edges.extend(vals);
-        }
+        let ranks: Vec<usize> = target_slot[first..t]
+            .iter()
+            .map(|&(_, r)| usize_of(r))
+            .collect();
+        let mut found = vec![T::Key::default(); ranks.len()];
+        multi_select(keys, &ranks, &mut found);
+        edges.extend(found.into_iter().map(T::key_to_f64));
     }
     edges
+}
+
+/// The elements of ranks `ranks` (non-decreasing, each `< keys.len()`) of `keys`, into `out`.
+///
+/// Recursive multi-select: select the middle rank, recurse into the two sides with their ranks;
+/// `O(n log t)` for `t` distinct ranks (each level is linear), instead of a full sort.
+fn multi_select<K: Ord + Copy>(keys: &mut [K], ranks: &[usize], out: &mut [K]) {
+    if ranks.is_empty() {
+        return;
+    }
+    let r = ranks[ranks.len() / 2];
+    let lo = ranks.partition_point(|&x| x < r);
+    let hi = ranks.partition_point(|&x| x <= r);
+    let (left, kth, right) = keys.select_nth_unstable(r);
+    let kth = *kth;
+    out[lo..hi].fill(kth);
+    multi_select(left, &ranks[..lo], &mut out[..lo]);
+    let right_ranks: Vec<usize> = ranks[hi..].iter().map(|&x| x - r - 1).collect();
+    multi_select(right, &right_ranks, &mut out[hi..]);
 }
 
 #[inline]
