@@ -181,7 +181,7 @@ impl AliasTable {
     /// block ahead and their entries prefetched, so the random table reads overlap.
     #[inline(always)]
     fn draw_block(&self, rng: &mut Prng, out: &mut [i64]) {
-        const AHEAD: usize = 32;
+        const AHEAD: usize = 64;
         let mut local = rng.clone(); // keeps the state in registers
         let entries = &self.entries[..];
         let n = entries.len() as u128;
