@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from curriculum_ds.errors import ConfigError
 from curriculum_ds.kernels import RollingWindow, assign_buckets, bucket_edges
 
 if TYPE_CHECKING:
@@ -155,8 +156,6 @@ class DynamicReweighter:
         Raises:
             ConfigError: If a stream has no ``static_metric`` column.
         """
-        from curriculum_ds.errors import ConfigError
-
         metric = self.cfg.static_metric
         columns = []
         for name, info in zip(loader.stream_names, loader.infos, strict=True):
