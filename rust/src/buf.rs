@@ -11,10 +11,13 @@
 const HUGE_THRESHOLD_BYTES: usize = 4 << 20;
 
 /// A `Vec<T>` of length `len` filled with `T::default()`, huge-page advised when large.
+///
+/// For the integer types used here `vec![0; len]` is a zeroed allocation (`calloc`): fresh
+/// pages from the OS are not touched (no memset), so the advice still applies when the kernel
+/// writes them first, and no time is spent writing zeros that are overwritten anyway.
 pub fn filled<T: Copy + Default>(len: usize) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(len);
+    let v: Vec<T> = vec![T::default(); len];
     advise_huge(&v);
-    v.resize(len, T::default());
     v
 }
 
