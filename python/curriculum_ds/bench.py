@@ -81,15 +81,27 @@ class _Case:
         )
 
 
-def _numpy_best_bucketing(window: np.ndarray, queries: np.ndarray, b: int) -> np.ndarray:
-    """The fastest numpy pipeline found: SIMD sort order statistics + one compare pass per edge."""
-    s = np.sort(window[np.isfinite(window)])
-    n = s.size
-    edges = s[[-(-j * n // b) - 1 for j in range(1, b)]]
+def _compare_passes(queries: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """One vectorised compare pass per edge (8x faster than searchsorted on few edges)."""
     acc = np.zeros(queries.size, dtype=np.int8)
     for e in edges:
         acc += queries >= e
     return acc
+
+
+def _numpy_sort_bucketing(window: np.ndarray, queries: np.ndarray, b: int) -> np.ndarray:
+    """Exact numpy pipeline: sort, take the order statistics, one compare pass per edge."""
+    s = np.sort(window[np.isfinite(window)])
+    n = s.size
+    return _compare_passes(queries, s[[-(-j * n // b) - 1 for j in range(1, b)]])
+
+
+def _numpy_partition_bucketing(window: np.ndarray, queries: np.ndarray, b: int) -> np.ndarray:
+    """Exact numpy pipeline: multi-kth partition, the order statistics, compare passes."""
+    finite = window[np.isfinite(window)]
+    n = finite.size
+    ks = [-(-j * n // b) - 1 for j in range(1, b)]
+    return _compare_passes(queries, np.partition(finite, ks)[ks])
 
 
 def _bucketing(rows: list[dict[str, Any]], n: int, repeats: int, torch: Any) -> None:
@@ -107,8 +119,14 @@ def _bucketing(rows: list[dict[str, Any]], n: int, repeats: int, torch: Any) -> 
         "interpolated quantiles: not exact",
     )
     case.measure(
-        "numpy best (sort + compares)",
-        lambda: _numpy_best_bucketing(window, queries, b),
+        "numpy sort + compares",
+        lambda: _numpy_sort_bucketing(window, queries, b),
+        repeats,
+        "exact",
+    )
+    case.measure(
+        "numpy partition(kth) + compares",
+        lambda: _numpy_partition_bucketing(window, queries, b),
         repeats,
         "exact",
     )
