@@ -146,6 +146,9 @@ class Trainer:
         self.consumed_samples: int = state["consumed_samples"]
         self.progress: int | Fraction = state["progress"]
         loader_state = state.get("loader")
+        # the first phase started after a resume gets the saved re-weighting state: all of it when
+        # the checkpoint is inside that phase, the probabilities alone when it is on a boundary
+        dynamic_state = state.get("dynamic")
 
         metrics = history = trace = None
         if self.is_main:
@@ -172,10 +175,10 @@ class Trainer:
                                      num_buckets=num_buckets)
                 resumed_here = loader_state is not None and loader_state["phase_idx"] == phase_idx
                 if self.dynamic:
-                    self.dynamic.start_phase(loader, state.get("dynamic") if resumed_here else None)
+                    self.dynamic.start_phase(loader, dynamic_state)
                 if loader_state is not None and resumed_here:
                     loader.load_state_dict(loader_state)
-                loader_state = None
+                loader_state = dynamic_state = None
 
             probs = self.dynamic.probs if self.dynamic else None
             batch = loader.next_global_batch(self.global_batch_size, probs)
