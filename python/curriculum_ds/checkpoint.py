@@ -38,7 +38,8 @@ def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
     if not files:
         raise ResumeError(f"{tag_dir}: no mp_rank_00 model states file")
     try:
-        state = torch.load(files[0], map_location="cpu", weights_only=False)
+        # memory-mapped: only the small curriculum entry is read, not the model's tensors
+        state = torch.load(files[0], map_location="cpu", weights_only=False, mmap=True)
     except Exception as exc:  # a truncated or foreign file: one line, not a traceback
         raise ResumeError(f"{files[0]}: cannot be read ({type(exc).__name__}: {exc})") from None
     return tag_dir.name, state.get("curriculum")

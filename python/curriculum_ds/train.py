@@ -83,8 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(argv)
         run = load_config(args.deepspeed_config, check_data=True)  # refused before any rank trains
+        check_resume_before_training(args, run)
     except (CurriculumError, LocalRankError) as exc:
-        print(f"curriculum_ds: error: {exc}", file=sys.stderr)
+        # every rank reaches the same verdict on the same files: one line, from global rank 0
+        if os.environ.get("RANK", "0") == "0":
+            print(f"curriculum_ds: error: {exc}", file=sys.stderr)
         return 1
     has_cuda = prepare_environment()
     try:
@@ -92,6 +95,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CurriculumError as exc:
         print(f"curriculum_ds: error: {exc}", file=sys.stderr)
         return 1
+
+
+def check_resume_before_training(args: argparse.Namespace, run: RunConfig) -> None:
+    """Apply the resume rules to the checkpoint ``--resume`` names, before DeepSpeed starts.
+
+    Reads only the checkpoint's curriculum state (memory-mapped); a missing or unreadable
+    checkpoint is left to the trainer, which reports it.
+
+    Raises:
+        curriculum_ds.errors.ResumeError: The schedule may not resume from that checkpoint.
+    """
+    from curriculum_ds.checkpoint import read_curriculum_state  # noqa: PLC0415
+    from curriculum_ds.schedule import check_resume  # noqa: PLC0415
+
+    if not args.resume:
+        return
+    load_dir = args.run_dir / "checkpoints" if args.resume == "auto" else Path(args.resume)
+    if not (load_dir / "latest").is_file():
+        return
+    _, saved = read_curriculum_state(load_dir)
+    if saved is not None:
+        check_resume(run.curriculum, saved)
 
 
 class Trainer:
