@@ -53,7 +53,9 @@ def prepare_environment() -> bool:
       gloo backend when oneCCL is not installed), unless the user chose an accelerator.
     * ``LOCAL_WORLD_SIZE`` for mosaicml-streaming, which DeepSpeed's launcher does not set (it sets
       ``LOCAL_SIZE``); without it every rank believes it is a node leader and shared-memory setup
-      collides. Taken from ``LOCAL_SIZE``, else ``WORLD_SIZE`` (single node), else 1.
+      collides. ``LOCAL_SIZE`` wins when set (a ``LOCAL_WORLD_SIZE`` beside it is inherited from
+      the launching process, not the launcher's); else an existing value is kept; else
+      ``WORLD_SIZE`` (single node), else 1.
     * Single-process runs (``python -m curriculum_ds.train`` without a launcher) get the rendezvous
       variables of a world of one.
 
@@ -65,10 +67,12 @@ def prepare_environment() -> bool:
     has_cuda = torch.cuda.is_available()
     if not has_cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    if "LOCAL_WORLD_SIZE" not in os.environ:
-        os.environ["LOCAL_WORLD_SIZE"] = os.environ.get(
-            "LOCAL_SIZE", os.environ.get("WORLD_SIZE", "1")
-        )
+    if os.environ.get("LOCAL_SIZE"):
+        # DeepSpeed's launcher: its LOCAL_SIZE is the truth; a LOCAL_WORLD_SIZE here can only be
+        # inherited from the launching process (e.g. one that opened a dataset itself) and stale
+        os.environ["LOCAL_WORLD_SIZE"] = os.environ["LOCAL_SIZE"]
+    elif "LOCAL_WORLD_SIZE" not in os.environ:
+        os.environ["LOCAL_WORLD_SIZE"] = os.environ.get("WORLD_SIZE", "1")
     if "WORLD_SIZE" not in os.environ:
         os.environ.update({"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1"})
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
