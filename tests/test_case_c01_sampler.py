@@ -12,6 +12,7 @@ import random
 
 import numpy as np
 import torch
+
 from curriculum_ds import kernels as K
 
 NUM_SAMPLES = 10_000

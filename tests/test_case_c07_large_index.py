@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from curriculum_ds import kernels as K
 from curriculum_ds.errors import SamplingError
 

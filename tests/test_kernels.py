@@ -7,11 +7,12 @@ from collections import deque
 
 import numpy as np
 import pytest
-from curriculum_ds import kernels as K
-from curriculum_ds.errors import BucketingError, CurriculumError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from curriculum_ds import kernels as K
+from curriculum_ds.errors import BucketingError, CurriculumError
 
 # Heavy ties, signed zeros, infinities and NaN mixed with ordinary values.
 _SPECIAL = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, math.inf, -math.inf, math.nan])

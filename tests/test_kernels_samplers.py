@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from curriculum_ds import kernels as K
-from curriculum_ds.errors import SamplingError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from curriculum_ds import kernels as K
+from curriculum_ds.errors import SamplingError
 
 _WEIGHTS = hnp.arrays(
     np.float64,
