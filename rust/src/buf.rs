@@ -45,14 +45,19 @@ impl<T: Copy> Scratch<T> {
     /// `len` copies of `value`; falls back to the global allocator's failure handling.
     pub fn filled(len: usize, value: T) -> Self {
         const HUGE: usize = 2 << 20;
-        let size = (len * std::mem::size_of::<T>()).max(1);
+        // Never zero (a zero-size allocation is not allowed), never wrapped around.
+        let size = len
+            .checked_mul(std::mem::size_of::<T>())
+            .unwrap_or(usize::MAX)
+            .max(1);
         let align = if size >= HUGE_THRESHOLD_BYTES {
             HUGE
         } else {
             std::mem::align_of::<T>()
         };
         let Ok(layout) = std::alloc::Layout::from_size_align(size, align) else {
-            // Only an absurd size can fail here; let the standard library report it.
+            // Only an absurd size (beyond isize::MAX) gets here: report it like a failed
+            // allocation (abort), never write past a smaller block.
             std::alloc::handle_alloc_error(std::alloc::Layout::new::<T>())
         };
         // SAFETY: `layout` has a non-zero size.
