@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
 
 from curriculum_ds.data import read_stream_info
-from helpers import launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
 
 pytestmark = pytest.mark.distributed
 
@@ -39,26 +39,49 @@ def tok_runs(tmp_path_factory):
     """The same 3-phase tok schedule on 2 ranks x GAS 2 and on 1 rank x GAS 4."""
     root = tmp_path_factory.mktemp("sched_tok")
     small = make_dataset(root, "small", ragged_docs(30, seed=1, min_len=10, max_len=40))
-    big = make_dataset(root, "big", ragged_docs(200, seed=2, min_len=20, max_len=90),
-                       max_seq_len=MAX_SEQ_LEN)
+    big = make_dataset(
+        root, "big", ragged_docs(200, seed=2, min_len=20, max_len=90), max_seq_len=MAX_SEQ_LEN
+    )
     curriculum = {
-        "max_duration": f"{ENDS[-1]}tok", "seed": 11,
+        "max_duration": f"{ENDS[-1]}tok",
+        "seed": 11,
         "schedule": [
             # ~800 tokens per pass of `small`: this phase runs through more than two passes
-            {"name": "warm", "duration": f"{ENDS[0]}tok",
-             "train_loader": {"streams": [{"local": str(small)}], "max_seq_len": MAX_SEQ_LEN}},
-            {"name": "mix", "duration": f"{ENDS[1] - ENDS[0]}tok",
-             "train_loader": {"streams": [{"local": str(small), "proportion": 0.5},
-                                          {"local": str(big), "proportion": 0.5}],
-                              "max_seq_len": MAX_SEQ_LEN}},
-            {"name": "hard", "duration": f"{ENDS[2] - ENDS[1]}tok",
-             "train_loader": {"streams": [{"local": str(big)}], "max_seq_len": 48}},
+            {
+                "name": "warm",
+                "duration": f"{ENDS[0]}tok",
+                "train_loader": {"streams": [{"local": str(small)}], "max_seq_len": MAX_SEQ_LEN},
+            },
+            {
+                "name": "mix",
+                "duration": f"{ENDS[1] - ENDS[0]}tok",
+                "train_loader": {
+                    "streams": [
+                        {"local": str(small), "proportion": 0.5},
+                        {"local": str(big), "proportion": 0.5},
+                    ],
+                    "max_seq_len": MAX_SEQ_LEN,
+                },
+            },
+            {
+                "name": "hard",
+                "duration": f"{ENDS[2] - ENDS[1]}tok",
+                "train_loader": {"streams": [{"local": str(big)}], "max_seq_len": 48},
+            },
         ],
     }
-    cfg2 = write_ds_config(root / "ds2.json", curriculum, train_micro_batch_size_per_gpu=MICRO,
-                           gradient_accumulation_steps=2)
-    cfg1 = write_ds_config(root / "ds1.json", curriculum, train_micro_batch_size_per_gpu=MICRO,
-                           gradient_accumulation_steps=4)
+    cfg2 = write_ds_config(
+        root / "ds2.json",
+        curriculum,
+        train_micro_batch_size_per_gpu=MICRO,
+        gradient_accumulation_steps=2,
+    )
+    cfg1 = write_ds_config(
+        root / "ds1.json",
+        curriculum,
+        train_micro_batch_size_per_gpu=MICRO,
+        gradient_accumulation_steps=4,
+    )
     two = root / "two_ranks"
     one = root / "one_rank"
     launch(cfg2, two, "--trace-samples")
@@ -101,7 +124,10 @@ def test_tok_boundaries_are_cumulative_and_exact(tok_runs):
 def test_tok_counts_are_the_traced_samples_tokens(tok_runs):
     rows = {r["step"]: r for r in metrics(tok_runs["two"])}
     seq_lens = [MAX_SEQ_LEN, MAX_SEQ_LEN, 48]
-    tokens = {name: {L: _num_tokens(tok_runs[name], L) for L in set(seq_lens)} for name in ("small", "big")}
+    tokens = {
+        name: {L: _num_tokens(tok_runs[name], L) for L in set(seq_lens)}
+        for name in ("small", "big")
+    }
     for rec in trace(tok_runs["two"]):
         L = seq_lens[rec["phase"]]
         expected = sum(int(tokens[stream][L][idx]) for stream, idx in rec["samples"])
@@ -113,7 +139,7 @@ def test_tok_phase_longer_than_one_pass_keeps_going(tok_runs):
     num_samples = 30
     assert {s for s, _ in warm} == {"small"}
     assert len(warm) > 2 * num_samples  # more than two passes of the stream's data
-    passes = [[i for _, i in warm[p:p + num_samples]] for p in range(0, len(warm), num_samples)]
+    passes = [[i for _, i in warm[p : p + num_samples]] for p in range(0, len(warm), num_samples)]
     for full in passes[:-1]:
         assert sorted(full) == list(range(num_samples))  # every sample exactly once per pass
     assert passes[0] != passes[1]  # the next pass is reshuffled
@@ -135,16 +161,27 @@ def ep_run(tmp_path_factory):
     assert read_stream_info(str(a)).num_samples == A_SAMPLES
     assert read_stream_info(str(b)).num_samples == B_SAMPLES
     curriculum = {
-        "max_duration": "2.5ep", "seed": 5,
+        "max_duration": "2.5ep",
+        "seed": 5,
         "schedule": [
-            {"name": "first", "duration": "1ep",
-             "train_loader": {"streams": [{"local": str(a)}], "max_seq_len": 32}},
-            {"name": "second", "duration": "1.5ep",
-             "train_loader": {"streams": [{"local": str(b)}], "max_seq_len": 32}},
+            {
+                "name": "first",
+                "duration": "1ep",
+                "train_loader": {"streams": [{"local": str(a)}], "max_seq_len": 32},
+            },
+            {
+                "name": "second",
+                "duration": "1.5ep",
+                "train_loader": {"streams": [{"local": str(b)}], "max_seq_len": 32},
+            },
         ],
     }
-    cfg = write_ds_config(root / "ds.json", curriculum, train_micro_batch_size_per_gpu=MICRO,
-                          gradient_accumulation_steps=2)
+    cfg = write_ds_config(
+        root / "ds.json",
+        curriculum,
+        train_micro_batch_size_per_gpu=MICRO,
+        gradient_accumulation_steps=2,
+    )
     run_dir = root / "run"
     launch(cfg, run_dir, "--trace-samples")
     return run_dir
@@ -157,7 +194,8 @@ def test_ep_phase_switch_at_first_step_reaching_the_boundary(ep_run):
     progress = [Fraction(r["progress"]) for r in rows]
     assert [r["phase_name"] for r in rows] == ["first"] * 3 + ["second"] * 4
     assert progress == [Fraction(8 * k, 20) for k in (1, 2, 3)] + [
-        Fraction(6, 5) + Fraction(8 * k, 20) for k in (1, 2, 3, 4)]
+        Fraction(6, 5) + Fraction(8 * k, 20) for k in (1, 2, 3, 4)
+    ]
     assert progress[2] >= 1 > progress[1]
     assert progress[-1] >= Fraction(5, 2) > progress[-2]
     assert [r["phase_epochs"] for r in rows] == pytest.approx([0.4, 0.8, 1.2, 0.4, 0.8, 1.2, 1.6])
@@ -167,12 +205,15 @@ def test_ep_each_pass_visits_every_sample_once_and_is_reshuffled(ep_run):
     recs = trace(ep_run)
     first = [tuple(s) for r in recs if r["phase"] == 0 for s in r["samples"]]
     second = [tuple(s) for r in recs if r["phase"] == 1 for s in r["samples"]]
-    assert {s for s, _ in first} == {"a"} and {s for s, _ in second} == {"b"}
-    assert len(first) == 24 and len(second) == 32
+    assert {s for s, _ in first} == {"a"}
+    assert {s for s, _ in second} == {"b"}
+    assert len(first) == 24
+    assert len(second) == 32
     assert sorted(i for _, i in first[:A_SAMPLES]) == list(range(A_SAMPLES))
     assert sorted(i for _, i in second[:B_SAMPLES]) == list(range(B_SAMPLES))
     rest_a = [i for _, i in first[A_SAMPLES:]]
     rest_b = [i for _, i in second[B_SAMPLES:]]
-    assert len(set(rest_a)) == len(rest_a) and len(set(rest_b)) == len(rest_b)  # a new pass
+    assert len(set(rest_a)) == len(rest_a)
+    assert len(set(rest_b)) == len(rest_b)
     # the second pass is a different permutation: its first 12 samples are not pass 1's first 12
     assert rest_b != [i for _, i in second[: len(rest_b)]]

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import torch
 from click.testing import CliRunner
+from helpers import make_dataset, ragged_docs, write_ds_config
 
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import parse_curriculum
 from curriculum_ds.schedule import saved_curriculum
-from helpers import make_dataset, ragged_docs, write_ds_config
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +36,25 @@ def data(tmp_path_factory) -> dict[str, Path]:
 
 def _curriculum(data: dict[str, Path]) -> dict[str, Any]:
     return {
-        "max_duration": "3000tok", "seed": 3,
+        "max_duration": "3000tok",
+        "seed": 3,
         "schedule": [
-            {"name": "short", "duration": "1000tok",
-             "train_loader": {"streams": [{"local": str(data["short"])}], "max_seq_len": 64}},
-            {"name": "mix", "duration": "2000tok",
-             "train_loader": {"streams": [{"local": str(data["short"]), "proportion": 0.3},
-                                          {"local": str(data["long"]), "proportion": 0.7}],
-                              "max_seq_len": 96}},
+            {
+                "name": "short",
+                "duration": "1000tok",
+                "train_loader": {"streams": [{"local": str(data["short"])}], "max_seq_len": 64},
+            },
+            {
+                "name": "mix",
+                "duration": "2000tok",
+                "train_loader": {
+                    "streams": [
+                        {"local": str(data["short"]), "proportion": 0.3},
+                        {"local": str(data["long"]), "proportion": 0.7},
+                    ],
+                    "max_seq_len": 96,
+                },
+            },
         ],
     }
 
@@ -71,8 +82,10 @@ def test_validate_good_config_prints_the_schedule(data, tmp_path):
     assert rows[0][:4] == ["0", "short", "1000tok", "1000tok"]
     assert rows[1][:4] == ["1", "mix", "2000tok", "3000tok"]
     assert "short: 0.3, long: 0.7" in lines[3]
-    assert rows[0][-1].isdigit() and int(rows[0][-1]) > 0  # estimated optimizer steps
-    assert "max_duration 3000tok" in lines[-1] and "global batch 8" in lines[-1]
+    assert rows[0][-1].isdigit()
+    assert int(rows[0][-1]) > 0
+    assert "max_duration 3000tok" in lines[-1]
+    assert "global batch 8" in lines[-1]
 
 
 def _edit(path: list[Any], value: Any):
@@ -81,25 +94,44 @@ def _edit(path: list[Any], value: Any):
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
+
     return apply
 
 
 BAD = [
     ("unknown key", _edit(["max_tokens"], 5), "curriculum.max_tokens"),
-    ("unit mismatch", _edit(["schedule", 1, "duration"], "1ep"),
-     'curriculum.schedule[1] ("mix").duration'),
+    (
+        "unit mismatch",
+        _edit(["schedule", 1, "duration"], "1ep"),
+        'curriculum.schedule[1] ("mix").duration',
+    ),
     ("sum mismatch", _edit(["schedule", 1, "duration"], "1500tok"), "curriculum.max_duration"),
-    ("bad duration", _edit(["schedule", 0, "duration"], "-5tok"),
-     'curriculum.schedule[0] ("short").duration'),
+    (
+        "bad duration",
+        _edit(["schedule", 0, "duration"], "-5tok"),
+        'curriculum.schedule[0] ("short").duration',
+    ),
     ("duplicate name", _edit(["schedule", 1, "name"], "short"), "curriculum.schedule[1]"),
-    ("missing stream", _edit(["schedule", 1, "train_loader", "streams", 1, "local"], "/nonexistent/x"),
-     'curriculum.schedule[1] ("mix").train_loader.streams[1]'),
-    ("zero proportion", _edit(["schedule", 1, "train_loader", "streams", 0, "proportion"], 0),
-     'curriculum.schedule[1] ("mix").train_loader.streams[0].proportion'),
-    ("floor too big", _edit(["dynamic"], {"enabled": True, "num_buckets": 4, "floor": 0.3}),
-     "curriculum.dynamic.floor"),
-    ("zero temperature", _edit(["dynamic"], {"enabled": True, "temperature": 0}),
-     "curriculum.dynamic.temperature"),
+    (
+        "missing stream",
+        _edit(["schedule", 1, "train_loader", "streams", 1, "local"], "/nonexistent/x"),
+        'curriculum.schedule[1] ("mix").train_loader.streams[1]',
+    ),
+    (
+        "zero proportion",
+        _edit(["schedule", 1, "train_loader", "streams", 0, "proportion"], 0),
+        'curriculum.schedule[1] ("mix").train_loader.streams[0].proportion',
+    ),
+    (
+        "floor too big",
+        _edit(["dynamic"], {"enabled": True, "num_buckets": 4, "floor": 0.3}),
+        "curriculum.dynamic.floor",
+    ),
+    (
+        "zero temperature",
+        _edit(["dynamic"], {"enabled": True, "temperature": 0}),
+        "curriculum.dynamic.temperature",
+    ),
 ]
 
 
@@ -124,21 +156,34 @@ def test_validate_unreadable_file_one_line(tmp_path):
 # ------------------------------------------------------------------------------ --resume-from
 
 
-def _fake_checkpoint(root: Path, curriculum: dict[str, Any] | None, progress: int, step: int) -> Path:
-    """A checkpoints folder whose `latest` tag holds the curriculum state after `progress` tokens."""
+def _fake_checkpoint(
+    root: Path, curriculum: dict[str, Any] | None, progress: int, step: int
+) -> Path:
+    """A checkpoints folder whose `latest` tag holds the curriculum state after `progress` tok."""
     tag = root / f"global_step{step}"
     tag.mkdir(parents=True)
     state: dict[str, Any] = {"global_steps": step}
     if curriculum is not None:
-        state["curriculum"] = saved_curriculum(parse_curriculum(curriculum), progress, global_step=step,
-                                               consumed_tokens=progress, consumed_samples=8 * step)
+        state["curriculum"] = saved_curriculum(
+            parse_curriculum(curriculum),
+            progress,
+            global_step=step,
+            consumed_tokens=progress,
+            consumed_samples=8 * step,
+        )
     torch.save(state, tag / "mp_rank_00_model_states.pt")
     (root / "latest").write_text(tag.name)
     return root
 
 
-def _verdict(data, tmp_path, saved_curriculum: dict[str, Any] | None, new: dict[str, Any],
-             progress: int = 1800, step: int = 9) -> Any:
+def _verdict(
+    data,
+    tmp_path,
+    saved_curriculum: dict[str, Any] | None,
+    new: dict[str, Any],
+    progress: int = 1800,
+    step: int = 9,
+) -> Any:
     ckpt = _fake_checkpoint(tmp_path / "ckpt", saved_curriculum, progress, step)
     cfg = write_ds_config(tmp_path / "new.json", new)
     return _invoke(str(cfg), "--resume-from", str(ckpt))
@@ -149,20 +194,40 @@ def test_resume_from_unchanged_is_ok(data, tmp_path):
     result = _verdict(data, tmp_path, c, c)
     assert result.exit_code == 0, result.output
     last = result.output.strip().splitlines()[-1]
-    assert "OK" in last and "step 9" in last and "phase 1 ('mix')" in last
+    assert "OK" in last
+    assert "step 9" in last
+    assert "phase 1 ('mix')" in last
 
 
-@pytest.mark.parametrize(("what", "edit", "where"), [
-    ("completed proportion", _edit(["schedule", 0, "train_loader", "streams", 0, "proportion"], 2.0),
-     'curriculum.schedule[0] ("short").train_loader.streams[0].proportion'),
-    ("completed stream", _edit(["schedule", 0, "train_loader", "streams", 0, "local"], "LONG"),
-     'curriculum.schedule[0] ("short").train_loader.streams[0].local'),
-    ("current data", _edit(["schedule", 1, "train_loader", "streams", 1, "proportion"], 0.5),
-     'curriculum.schedule[1] ("mix").train_loader.streams[1].proportion'),
-    ("current below consumed", lambda c: (c["schedule"][1].update(duration="500tok"),
-                                          c.update(max_duration="1500tok")),
-     'curriculum.schedule[1] ("mix").duration'),
-], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    ("what", "edit", "where"),
+    [
+        (
+            "completed proportion",
+            _edit(["schedule", 0, "train_loader", "streams", 0, "proportion"], 2.0),
+            'curriculum.schedule[0] ("short").train_loader.streams[0].proportion',
+        ),
+        (
+            "completed stream",
+            _edit(["schedule", 0, "train_loader", "streams", 0, "local"], "LONG"),
+            'curriculum.schedule[0] ("short").train_loader.streams[0].local',
+        ),
+        (
+            "current data",
+            _edit(["schedule", 1, "train_loader", "streams", 1, "proportion"], 0.5),
+            'curriculum.schedule[1] ("mix").train_loader.streams[1].proportion',
+        ),
+        (
+            "current below consumed",
+            lambda c: (
+                c["schedule"][1].update(duration="500tok"),
+                c.update(max_duration="1500tok"),
+            ),
+            'curriculum.schedule[1] ("mix").duration',
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_resume_from_refused_edit_one_line(data, tmp_path, what, edit, where):
     old = _curriculum(data)
     new = copy.deepcopy(old)
@@ -176,12 +241,18 @@ def test_resume_from_accepted_edits(data, tmp_path):
     old = _curriculum(data)
     new = copy.deepcopy(old)
     new["schedule"][1]["duration"] = "2500tok"  # current phase raised
-    new["schedule"].append({"name": "extra", "duration": "500tok",
-                            "train_loader": {"streams": [{"local": str(data["long"])}]}})
+    new["schedule"].append(
+        {
+            "name": "extra",
+            "duration": "500tok",
+            "train_loader": {"streams": [{"local": str(data["long"])}]},
+        }
+    )
     new["max_duration"] = "4000tok"
     result = _verdict(data, tmp_path, old, new)
     assert result.exit_code == 0, result.output
-    assert "OK" in result.output and "phase 1 ('mix') at 800" in result.output
+    assert "OK" in result.output
+    assert "phase 1 ('mix') at 800" in result.output
 
 
 def test_resume_from_boundary_checkpoint_starts_next_phase(data, tmp_path):
@@ -195,7 +266,8 @@ def test_resume_from_checkpoint_without_curriculum(data, tmp_path):
     c = _curriculum(data)
     result = _verdict(data, tmp_path, None, c, step=7)
     assert result.exit_code == 0, result.output
-    assert "no curriculum state" in result.output and "phase 0 ('short')" in result.output
+    assert "no curriculum state" in result.output
+    assert "phase 0 ('short')" in result.output
 
 
 def test_resume_from_not_a_checkpoint_one_line(data, tmp_path):

@@ -106,8 +106,8 @@ def check_resume_before_training(args: argparse.Namespace, run: RunConfig) -> No
     Raises:
         curriculum_ds.errors.ResumeError: The schedule may not resume from that checkpoint.
     """
-    from curriculum_ds.checkpoint import read_curriculum_state  # noqa: PLC0415
-    from curriculum_ds.schedule import check_resume  # noqa: PLC0415
+    from curriculum_ds.checkpoint import read_curriculum_state
+    from curriculum_ds.schedule import check_resume
 
     if not args.resume:
         return
