@@ -46,10 +46,7 @@ impl<T: Copy> Scratch<T> {
     pub fn filled(len: usize, value: T) -> Self {
         const HUGE: usize = 2 << 20;
         // Never zero (a zero-size allocation is not allowed), never wrapped around.
-        let size = len
-            .checked_mul(std::mem::size_of::<T>())
-            .unwrap_or(usize::MAX)
-            .max(1);
+        let size = len.saturating_mul(std::mem::size_of::<T>()).max(1);
         let align = if size >= HUGE_THRESHOLD_BYTES {
             HUGE
         } else {
