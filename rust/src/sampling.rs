@@ -103,35 +103,43 @@ impl AliasTable {
         let mut p = buf::with_capacity::<f64>(n);
         p.extend(weights.iter().map(|&w| (w / max) * scale));
         let mut entries = buf::filled::<u64>(n);
-        let mut small: Vec<u32> = Vec::new();
-        let mut large: Vec<u32> = Vec::new();
+        // Both Vose worklists share one buffer of n slots: the small stack grows from the front,
+        // the large stack from the back (an index is on at most one of them), so the build needs
+        // no reallocation and 4 bytes per weight.
+        let mut stack = buf::filled::<u32>(n);
+        let (mut num_small, mut num_large) = (0usize, 0usize);
         #[allow(clippy::cast_possible_truncation, reason = "n <= u32::MAX was checked")]
         for (i, &pi) in p.iter().enumerate() {
             if pi < 1.0 {
-                small.push(i as u32);
+                stack[num_small] = i as u32;
+                num_small += 1;
             } else {
-                large.push(i as u32);
+                num_large += 1;
+                stack[n - num_large] = i as u32;
             }
         }
         // A positive-weight column to alias stray zero-weight leftovers to: starts at the heaviest
         // weight, so it is positive even if rounding left the large list empty.
         #[allow(clippy::cast_possible_truncation, reason = "n <= u32::MAX was checked")]
         let mut last_large = weights.iter().position(|&w| w >= max).unwrap_or(0) as u32;
-        while let (Some(&s), Some(&l)) = (small.last(), large.last()) {
-            small.pop();
+        while num_small > 0 && num_large > 0 {
+            num_small -= 1;
+            let s = stack[num_small];
+            let l = stack[n - num_large];
             let ps = p[s as usize];
             entries[s as usize] = (threshold_of(ps) << 32) | u64::from(l);
             let pl = (p[l as usize] + ps) - 1.0;
             p[l as usize] = pl;
             last_large = l;
             if pl < 1.0 {
-                large.pop();
-                small.push(l);
+                num_large -= 1;
+                stack[num_small] = l;
+                num_small += 1;
             }
         }
         // Leftovers are full columns up to rounding error: keep themselves, except zero weights
         // (possible only through rounding), which point at a positive-weight column.
-        for &i in large.iter().chain(&small) {
+        for &i in stack[n - num_large..].iter().chain(&stack[..num_small]) {
             let alias = if weights[i as usize] > 0.0 {
                 i
             } else {
