@@ -38,3 +38,15 @@ def test_bench_table() -> None:
     table = bench.format_table(rows)
     assert "ERROR: RuntimeError: too many" in table
     assert "curriculum_ds" in table
+
+
+def test_bench_targets() -> None:
+    case = "weighted draws with replacement, 1e+06 draws"
+    rows = [
+        {"case": case, "impl": bench.OURS, "n": 10**6, "median_s": 0.005, "ns_per_el": 5.0},
+        {"case": case, "impl": "torch.multinomial", "n": 10**6, "median_s": 0.1},
+    ]
+    (target,) = bench.check_targets(rows)
+    assert target["value"] == 20.0
+    assert target["met"] is False
+    assert "MISSED" in bench.format_targets([target])

@@ -366,7 +366,8 @@ def run(
     finally:
         if torch is not None and old_threads is not None:
             torch.set_num_threads(old_threads)
-    result = {
+    targets = check_targets(rows)
+    result: dict[str, Any] = {
         "meta": {
             "sizes": sizes,
             "repeats": repeats,
@@ -375,12 +376,105 @@ def run(
             "threads": 1,
         },
         "rows": rows,
+        "targets": targets,
     }
     if as_json:
         print(json.dumps(result, indent=2))
     else:
         print(format_table(rows))
+        print(format_targets(targets))
     return result
+
+
+def _median(rows: list[dict[str, Any]], case_prefix: str, impl: str, n: int) -> float | None:
+    for r in rows:
+        if r["case"].startswith(case_prefix) and r["impl"] == impl and r["n"] == n:
+            return r.get("median_s")
+    return None
+
+
+def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compare the measured rows with the speed targets of the design (issue 3).
+
+    Targets are checked at N = 1e6 (BucketSampler at 1e7, draws also at 1e8) when those rows
+    exist. Each entry: ``target``, ``value`` (measured), ``limit``, ``met`` (bool).
+    """
+    out: list[dict[str, Any]] = []
+
+    def add(target: str, value: float | None, limit: float, higher_is_better: bool) -> None:
+        if value is None:
+            return
+        met = value >= limit if higher_is_better else value <= limit
+        out.append({"target": target, "value": value, "limit": limit, "met": bool(met)})
+
+    def ratio(case: str, other: str, n: int, inverse: bool = False) -> float | None:
+        ours, theirs = _median(rows, case, OURS, n), _median(rows, case, other, n)
+        if ours is None or theirs is None:
+            return None
+        return ours / theirs if inverse else theirs / ours
+
+    m = 1_000_000
+    bucket = "bucketing edges+assign"
+    add(
+        "bucketing: x faster than np.quantile+searchsorted",
+        ratio(bucket, "numpy quantile+searchsorted", m),
+        15,
+        True,
+    )
+    best = [
+        ratio(bucket, impl, m)
+        for impl in ("numpy sort + compares", "numpy partition(kth) + compares")
+    ]
+    best_known = [b for b in best if b is not None]
+    add(
+        "bucketing: x faster than best exact numpy pipeline",
+        min(best_known) if best_known else None,
+        2,
+        True,
+    )
+    add(
+        "bucketing: x slower than one read pass (np.max)",
+        ratio(bucket, "numpy max (one read pass)", m, inverse=True),
+        10,
+        False,
+    )
+    for r in rows:
+        if r["case"].startswith("RollingWindow push") and r["impl"] == OURS and r["n"] == m:
+            add("RollingWindow push: ns per value", r["ns_per_el"], 5, False)
+    draws = "weighted draws with replacement"
+    add("draws: x faster than torch.multinomial", ratio(draws, "torch.multinomial", m), 30, True)
+    add(
+        "draws: x faster than Generator.choice(p=)",
+        ratio(draws, "numpy Generator.choice(p=)", m),
+        50,
+        True,
+    )
+    for r in rows:
+        if r["case"].startswith(draws) and r["impl"] == OURS and r["n"] == 100_000_000:
+            add("draws at N=1e8: ns per draw", r["ns_per_el"], 50, False)
+    add(
+        "without replacement k=N=1e6: x faster than choice(replace=False, p=)",
+        ratio("without replacement", "numpy Generator.choice(replace=False, p=)", m),
+        100,
+        True,
+    )
+    for r in rows:
+        if (
+            r["case"].startswith("BucketSampler 1024")
+            and r["impl"] == OURS
+            and r["n"] == 10_000_000
+        ):
+            add("BucketSampler 1024 of 1e7 samples: us per call", r["ns_per_el"] / 1e3, 100, False)
+    return out
+
+
+def format_targets(targets: list[dict[str, Any]]) -> str:
+    """Render the target check as lines ``[met] target: value (limit)``."""
+    lines = ["", "Targets (issue 3):"]
+    for t in targets:
+        mark = "met   " if t["met"] else "MISSED"
+        lines.append(f"  [{mark}] {t['target']}: {t['value']:.2f} (target {t['limit']:g})")
+    return "\n".join(lines)
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
