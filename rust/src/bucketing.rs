@@ -434,11 +434,11 @@ pub fn assign_buckets<T: Float>(
 fn compare_count_dispatch<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if crate::simd::has_avx512() {
             // SAFETY: the CPU supports AVX-512F (checked just above).
             return unsafe { compare_count_avx512(values, thresholds, out) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if crate::simd::has_x86_64_v3() {
             // SAFETY: the CPU supports AVX2 (checked just above).
             return unsafe { compare_count_avx2(values, thresholds, out) };
         }
@@ -447,13 +447,13 @@ fn compare_count_dispatch<T: Float>(values: &[T], thresholds: &[T], out: &mut [i
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
 fn compare_count_avx512<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
     compare_count(values, thresholds, out)
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
 fn compare_count_avx2<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
     compare_count(values, thresholds, out)
 }

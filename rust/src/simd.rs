@@ -14,3 +14,13 @@ pub fn has_x86_64_v3() -> bool {
         && std::arch::is_x86_feature_detected!("lzcnt")
         && std::arch::is_x86_feature_detected!("popcnt")
 }
+
+/// Whether the CPU has the AVX-512 features the `*_avx512` kernels are compiled for (plus v3).
+#[cfg(target_arch = "x86_64")]
+pub fn has_avx512() -> bool {
+    has_x86_64_v3()
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+}
