@@ -43,7 +43,7 @@ import numpy as np
 
 from curriculum_ds.config import CurriculumConfig
 from curriculum_ds.corpus import build_stdlib_corpus
-from curriculum_ds.data import prepare
+from curriculum_ds.data import prepare, read_stream_info
 from curriculum_ds.demo import demo_ds_config
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.launch import build_command, launcher_env
@@ -123,8 +123,10 @@ if _out:
 
     @atexit.register
     def _dump():
-        rank = os.environ.get("RANK", "0")
-        with open(os.path.join(_out, f"rank{rank}.json"), "w") as f:
+        if not _acc:  # the launcher processes inherit this hook too; only ranks record anything
+            return
+        name = f"rank{os.environ.get('RANK', '0')}_pid{os.getpid()}.json"
+        with open(os.path.join(_out, name), "w") as f:
             json.dump({k: {"total_s": v[0], "calls": v[1]} for k, v in _acc.items()}, f)
 """
 
@@ -138,7 +140,10 @@ def write_profile_hook(out: Path) -> Path:
 
 
 def read_profile(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
-    return {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("rank*.json"))}
+    profiles = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("rank*.json"))}
+    if not profiles:
+        sys.exit(f"{folder}: no rank wrote a profile (was the sitecustomize hook imported?)")
+    return profiles
 
 
 # ---------------------------------------------------------------------------- end to end
@@ -152,7 +157,9 @@ def run_once(
     """
     shutil.rmtree(run_dir, ignore_errors=True)
     cmd = build_command(
-        config, num_gpus=num_gpus, train_args=["--run-dir", str(run_dir), "--no-progress"]
+        config,
+        num_gpus=num_gpus,
+        train_args=["--run-dir", str(run_dir), "--no-progress", "--trace-samples"],
     )
     env = launcher_env(cuda=False)
     paths = [str(hook) if hook else "", str(REPO / "python"), env.get("PYTHONPATH", "")]
@@ -177,19 +184,50 @@ def run_once(
     return cmd, wall
 
 
-def step_times(run_dir: Path, warmup: int) -> dict[str, Any]:
-    """Per-step wall times (s) and s per 1k tokens from metrics.jsonl, after ``warmup`` steps."""
+def padded_tokens(config: Path, run_dir: Path, num_ranks: int) -> dict[int, int]:
+    """Per step, the tokens the model really processed: padding included.
+
+    From ``sample_trace.jsonl``: each rank's contiguous slice of the global batch is cut into
+    micro-batches, and each micro-batch is padded to its longest sample (``collate``).
+    """
+    raw = json.loads(config.read_text())
+    cfg = CurriculumConfig.model_validate(raw["curriculum"])
+    micro = raw["train_micro_batch_size_per_gpu"]
+    lengths: dict[tuple[int, str], Any] = {}
+    for phase_idx, phase in enumerate(cfg.schedule):
+        for stream in phase.train_loader.streams:
+            info = read_stream_info(stream.local)
+            column = np.asarray(info.metrics["num_tokens"], dtype=np.int64)
+            name = stream.name or Path(stream.local).name
+            lengths[phase_idx, name] = np.minimum(column, phase.train_loader.max_seq_len)
+    out = {}
+    for rec in read_jsonl(run_dir / "sample_trace.jsonl"):
+        lens = np.array([lengths[rec["phase"], s][i] for s, i in rec["samples"]])
+        per_rank = len(lens) // num_ranks
+        total = 0
+        for start in range(0, num_ranks * per_rank, micro):
+            chunk = lens[start : start + micro]
+            total += len(chunk) * int(chunk.max())
+        out[int(rec["step"])] = total
+    return out
+
+
+def step_times(run_dir: Path, warmup: int, padded: dict[int, int]) -> dict[str, Any]:
+    """Per-step wall times (s), s per 1k tokens and per 1k padded tokens, after ``warmup`` steps."""
     all_rows = read_jsonl(run_dir / "metrics.jsonl")
     rows = all_rows[warmup:]
     if len(rows) < 3:
         sys.exit(f"{run_dir}: only {len(rows)} steps after warm-up; raise --max-duration")
     seconds = [r["step_tokens"] / r["tokens_per_s"] for r in rows]
     per_1k = [1000 / r["tokens_per_s"] for r in rows]
+    per_1k_padded = [1000 * t / padded[r["step"]] for t, r in zip(seconds, rows, strict=True)]
     return {
         "steps": len(rows),
         "step_s": seconds,
         "s_per_1k_tok": per_1k,
+        "s_per_1k_padded_tok": per_1k_padded,
         "step_tokens": [r["step_tokens"] for r in rows],
+        "step_padded_tokens": [padded[r["step"]] for r in rows],
         # every step, warm-up included: what the in-run profile's totals are divided by
         "all_step_s": sum(r["step_tokens"] / r["tokens_per_s"] for r in all_rows),
     }
@@ -374,7 +412,8 @@ def main() -> None:
         for i, flag in enumerate(order):
             run_dir = out / f"run{i}_{'on' if flag else 'off'}"
             cmd, wall = run_once(configs[flag], run_dir, num_gpus=args.num_gpus, hook=hook)
-            stats = step_times(run_dir, args.warmup)
+            padded = padded_tokens(configs[flag], run_dir, args.num_gpus)
+            stats = step_times(run_dir, args.warmup, padded)
             stats["profile"] = read_profile(run_dir / "profile")
             stats["wall_s"] = wall
             stats["command"] = shlex.join(cmd)
@@ -391,7 +430,7 @@ def main() -> None:
             return [x for r in results[flag] for x in r[key]]
 
         summary = {}
-        for key in ("step_s", "s_per_1k_tok"):
+        for key in ("step_s", "s_per_1k_tok", "s_per_1k_padded_tok"):
             off, on = pooled(False, key), pooled(True, key)
             summary[key] = {
                 "off_mean": statistics.fmean(off),
@@ -401,6 +440,10 @@ def main() -> None:
                 "overhead_pct_mean": 100 * (statistics.fmean(on) / statistics.fmean(off) - 1),
                 "overhead_pct_median": 100 * (statistics.median(on) / statistics.median(off) - 1),
             }
+        summary["mean_step_padded_tokens"] = {
+            "off": statistics.fmean(pooled(False, "step_padded_tokens")),
+            "on": statistics.fmean(pooled(True, "step_padded_tokens")),
+        }
         summary["mean_step_tokens"] = {
             "off": statistics.fmean(pooled(False, "step_tokens")),
             "on": statistics.fmean(pooled(True, "step_tokens")),
@@ -447,6 +490,17 @@ def main() -> None:
                 f"on {e['s_per_1k_tok']['on_mean']:.4f} s "
                 f"({e['s_per_1k_tok']['overhead_pct_mean']:+.2f}%; medians "
                 f"{e['s_per_1k_tok']['overhead_pct_median']:+.2f}%)"
+            )
+            print(
+                f"time per 1k padded tokens (the work done): "
+                f"off {e['s_per_1k_padded_tok']['off_mean']:.4f} s, "
+                f"on {e['s_per_1k_padded_tok']['on_mean']:.4f} s "
+                f"({e['s_per_1k_padded_tok']['overhead_pct_mean']:+.2f}%; medians "
+                f"{e['s_per_1k_padded_tok']['overhead_pct_median']:+.2f}%)"
+            )
+            print(
+                f"mean padded tokens per step: off {e['mean_step_padded_tokens']['off']:.0f}, "
+                f"on {e['mean_step_padded_tokens']['on']:.0f}"
             )
             print(
                 f"mean tokens per step: off {e['mean_step_tokens']['off']:.0f}, "
