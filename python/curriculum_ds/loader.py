@@ -20,9 +20,13 @@ resumable whatever the number of ranks:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Sequence
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,7 +101,8 @@ class PhaseLoader:
         self.max_seq_len = loader.max_seq_len
         self.stream_names = [s.name or _default_name(s.local) for s in loader.streams]
         self.infos = [read_stream_info(s.local) for s in loader.streams]
-        self.datasets = [open_stream(s.local) for s in loader.streams]
+        with _streaming_registration():
+            self.datasets = [open_stream(s.local) for s in loader.streams]
         proportions = np.array([s.proportion for s in loader.streams], dtype=np.float64)
         self.proportions = proportions / proportions.sum()
         self.samples_per_pass = int(
@@ -211,6 +216,41 @@ class PhaseLoader:
     def close(self) -> None:
         """Release the streaming datasets (and their shared memory)."""
         self.datasets.clear()
+
+
+_REGISTRATION_LOCK = Path(tempfile.gettempdir()) / "curriculum_ds_streaming_shm.lock"
+
+
+@contextlib.contextmanager
+def _streaming_registration() -> Iterator[None]:
+    """Open streams as one step with respect to other curriculum_ds jobs on this node.
+
+    mosaicml-streaming picks a shared-memory prefix by scanning for the first free one, and the
+    node's local leader then creates it: two jobs that start at once pick the same prefix and one
+    fails with ``FileExistsError: '/00000N_locals'``. Every rank of a job scans, so the whole
+    job's registration is serialised: local rank 0 holds an exclusive lock on a node-wide file
+    (released by the OS if the process dies) while every rank opens its streams, between two
+    barriers.
+    """
+    import fcntl  # POSIX only, like DeepSpeed's launcher
+
+    import torch.distributed as dist
+
+    distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    fd = None
+    if int(os.environ.get("LOCAL_RANK", "0") or 0) == 0:
+        fd = os.open(_REGISTRATION_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        if distributed:
+            dist.barrier()  # no rank of this job scans before the lock is held
+        yield
+        if distributed:
+            dist.barrier()  # every rank has registered before the lock goes
+    finally:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
 
 def _default_name(local: str) -> str:
