@@ -12,6 +12,7 @@ Also runs as ``python -m curriculum_ds.train ...`` (one process) and under torch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -138,6 +139,8 @@ class Trainer:
         if has_cuda:
             torch.cuda.set_device(args.local_rank)
         deepspeed.init_distributed(verbose=False)
+        if not has_cuda:
+            _unlink_shm_allreduce_buffer(dist)
         self.dp_rank = dist.get_rank()
         self.dp_world_size = dist.get_world_size()
         self.is_main = self.dp_rank == 0
@@ -441,6 +444,21 @@ class Trainer:
         if self.args.trace_samples:
             lines.append(f"  trace:       {self.run_dir / 'sample_trace.jsonl'}")
         print("\n".join(lines), flush=True)
+
+
+def _unlink_shm_allreduce_buffer(dist: Any) -> None:
+    """Unlink this rank's DeepSpeed CPU all-reduce buffer from /dev/shm (the mapping stays).
+
+    DeepSpeed's CPU accelerator creates ``/dev/shm/deepspeed_allreduce_buffer_<uid>_<addr>_<port>
+    _<rank>`` (about 66 MiB per rank) and never unlinks it, so every CPU run leaks it until
+    /dev/shm is full. After a barrier every rank has opened every buffer, so the names can go:
+    the memory lives on in the mappings until the processes exit, killed or not.
+    """
+    dist.barrier()
+    name = (f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR', '')}_"
+            f"{os.environ.get('MASTER_PORT', '')}_{dist.get_rank()}")
+    with contextlib.suppress(OSError):
+        os.unlink(Path("/dev/shm") / name)
 
 
 def build_model(model: str | None, cfg: Any, max_seq_len: int) -> Any:
