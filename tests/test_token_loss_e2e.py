@@ -27,7 +27,7 @@ from helpers import launch, make_dataset, metrics, ragged_docs, write_ds_config
 
 from curriculum_ds.config import load_config
 from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.loss import IGNORE_INDEX, deepspeed_grad_divisor
+from curriculum_ds.loss import IGNORE_INDEX, deepspeed_grad_divisor, engine_grad_divisor
 from curriculum_ds.train import build_model
 
 # mosaicml-streaming picks a free shared-memory prefix by looking at /dev/shm, which races with
@@ -396,6 +396,28 @@ def test_deepspeed_grad_divisor_follows_deepspeed():
         == 1
     )
     assert deepspeed_grad_divisor(dp_world_size=1, zero_stage=3, **base) == 1
+
+
+def test_engine_grad_divisor_reads_the_engine_and_refuses_sequence_parallelism():
+    class FakeEngine:
+        gradient_average = True
+        sequence_parallel_size = 1
+
+        def zero_optimization_stage(self) -> int:
+            return 3
+
+        def postscale_gradients(self) -> bool:
+            return True
+
+        def gradient_predivide_factor(self) -> float:
+            return 2.0
+
+    engine = FakeEngine()
+    assert engine_grad_divisor(engine, dp_world_size=2) == 4
+    assert engine_grad_divisor(engine, dp_world_size=8) == 8
+    engine.sequence_parallel_size = 2
+    with pytest.raises(ValueError, match="sequence_parallel_size=2: token-weighted loss supports"):
+        engine_grad_divisor(engine, dp_world_size=2)
 
 
 @pytest.mark.distributed
