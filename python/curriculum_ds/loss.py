@@ -73,7 +73,13 @@ def scale_micro_batch_loss(
     The ``dp_world_size`` factor cancels DeepSpeed's average over ranks; dividing by the global
     count (all ranks, all micro-batches, all-reduced once per step) instead of a per-micro-batch
     or per-rank count is what makes a token weigh the same wherever it sits. Summing ``loss_mb``
-    over micro-batches and averaging over ranks gives exactly the token mean.
+    over micro-batches and averaging over ranks gives exactly the token mean. Where a config makes
+    DeepSpeed divide by something else, ``grad_divisor`` (from ``engine_grad_divisor``, the one
+    place that models DeepSpeed's reduction) takes the place of ``dp_world_size``. The fp16 loss
+    scaler multiplies this scalar by S inside ``engine.backward`` and unscales the gradients by
+    1/S before the step, so it composes with the normalisation; gradient clipping then sees the
+    token-mean gradient. Measured through the real engine, ZeRO 0-3, in
+    ``tests/test_token_loss_e2e.py``.
 
     In ``"sample"`` mode this returns DeepSpeed's usual micro-batch mean ``loss_sum / num_valid``
     (to be used with ``scale_wrt_gas=True``), for comparison.
