@@ -337,7 +337,8 @@ def sample_without_replacement(weights: ArrayLike, k: int, seed: int) -> NDArray
             positive weights.
         ValueError: ``k < 0``; not 1-D. TypeError: non-numeric dtype.
 
-    Deterministic in ``(weights, k, seed)``.
+    Deterministic in ``(weights, k, seed)`` (the Exp(1) ziggurat tables come from the
+    platform's ``exp``/``ln``, so another libm could, very rarely, change a selection).
     """
     return _native.sample_without_replacement(
         _float64(weights, "weights"), _int(k, "k"), _int(seed, "seed")

@@ -130,6 +130,10 @@ fn zig_tables() -> &'static ZigTables {
 /// "The Ziggurat Method for Generating Random Variables", JSS 5(8); 256 layers as in Doornik
 /// 2005 and `rand_distr`'s `Exp1`). About 99% of calls take one `u64`, a multiply and a compare.
 /// The layer index comes from the low 8 bits, the uniform from the top 53 bits of the same word.
+///
+/// Portability: the tables are computed once with the platform's `exp`/`ln`, so on another libm
+/// a value may differ in the last bit (integer-only kernels and the alias method do not use
+/// libm and are bit-identical everywhere).
 #[inline]
 pub fn exp1(rng: &mut Prng) -> f64 {
     exp1_with(zig_tables(), rng)
