@@ -816,6 +816,16 @@ mod tests {
         assert_eq!(got, GOLDEN_BUCKET);
     }
 
+    #[test]
+    fn golden_without_replacement_and_permutation_seed_1234() {
+        let w: Vec<f64> = (1..=20).map(f64::from).collect();
+        let got = sample_without_replacement(&w, 5, 1234).unwrap();
+        let perm = epoch_permutation(10, 1234, 0);
+        // Pinned like the draws below: a change alters users' subsets and epoch orders.
+        assert_eq!(got, vec![9, 12, 14, 16, 18]);
+        assert_eq!(perm, vec![9, 2, 0, 8, 4, 7, 3, 1, 6, 5]);
+    }
+
     /// First 16 draws of seed 1234 over weights 1..=10. A change here changes every user's
     /// data order: only with a deliberate, documented version bump.
     const GOLDEN_WEIGHTED: [i64; 16] = [6, 7, 5, 3, 6, 4, 7, 7, 4, 8, 4, 7, 8, 7, 4, 8];
