@@ -11,6 +11,7 @@ pub mod rng;
 pub mod sampling;
 mod simd;
 pub mod window;
+mod zig_tables;
 
 #[cfg(feature = "python")]
 mod py;
