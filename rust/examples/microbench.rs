@@ -80,6 +80,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     time("without replacement k=min(n,1e6)", k, || {
         sampling::sample_without_replacement(&weights, k, 0)
     });
+    let mut window_full = curriculum_ds::window::RollingWindow::new(size)?;
+    window_full.push(&window);
+    time("window push 256 x 4096", 256 * 4096, || {
+        for batch in queries.chunks(4096).take(256) {
+            window_full.push(batch);
+        }
+    });
     time("epoch_permutation", size, || {
         sampling::epoch_permutation(size, 0, 0)
     });
