@@ -31,54 +31,72 @@ TORCH_CATEGORY_LIMIT = 2**24
 LARGE_N = 20_000_000
 
 
-def _timeit(fn: Callable[[], object], repeats: int) -> tuple[float, float, float]:
-    fn()  # warm-up
-    times = []
-    for _ in range(max(repeats, 1)):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), min(times), max(times)
-
-
 class _Case:
-    """Rows of one case: the first measured implementation is the reference (ours)."""
+    """Rows of one case; the first implementation registered is the reference (ours).
+
+    Implementations are registered with :meth:`measure` and timed by :meth:`finish`: one
+    warm-up call each, then the timed calls round-robin (ours, theirs, ours, theirs, ...), so
+    that load from other processes hits every implementation alike and the ratios stay fair.
+    """
 
     def __init__(self, rows: list[dict[str, Any]], case: str, n: int, elements: int, unit: str):
         self.rows, self.case, self.n, self.elements, self.unit = rows, case, n, elements, unit
-        self.ours: float | None = None
+        self.pending: list[tuple[str, Callable[[], object], int, str]] = []
+        _PENDING.append(self)
 
     def measure(self, impl: str, fn: Callable[[], object], repeats: int, note: str = "") -> None:
-        try:
-            med, lo, hi = _timeit(fn, repeats)
-        except Exception as exc:  # a failing baseline (torch's 2^24 limit) is a result to report
-            self.rows.append(
+        """Register ``fn`` for ``max(repeats, 1)`` timed calls."""
+        self.pending.append((impl, fn, max(repeats, 1), note))
+
+    def finish(self) -> None:
+        """Time the registered implementations and append their rows."""
+        times: dict[str, list[float]] = {}
+        errors: dict[str, str] = {}
+        for impl, fn, _, _ in self.pending:
+            try:
+                fn()  # warm-up; a failing baseline (torch's 2^24 limit) is a result to report
+            except Exception as exc:
+                errors[impl] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            times[impl] = []
+        rounds = max((r for _, _, r, _ in self.pending), default=0)
+        for i in range(rounds):
+            for impl, fn, repeats, _ in self.pending:
+                if impl in errors or i >= repeats:
+                    continue
+                t0 = time.perf_counter()
+                fn()
+                times[impl].append(time.perf_counter() - t0)
+        ours: float | None = None
+        for impl, _, _, note in self.pending:
+            row: dict[str, Any] = {"case": self.case, "impl": impl, "n": self.n, "note": note}
+            if impl in errors:
+                row["error"] = errors[impl]
+                self.rows.append(row)
+                continue
+            med = statistics.median(times[impl])
+            if impl == OURS:
+                ours = med
+            row.update(
                 {
-                    "case": self.case,
-                    "impl": impl,
-                    "n": self.n,
-                    "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
-                    "note": note,
+                    "median_s": med,
+                    "min_s": min(times[impl]),
+                    "max_s": max(times[impl]),
+                    "ns_per_el": med * 1e9 / self.elements,
+                    "unit": self.unit,
+                    "ratio": 1.0 if impl == OURS else (None if ours is None else med / ours),
                 }
             )
-            return
-        if impl == OURS:
-            self.ours = med
-        ratio = None if self.ours is None or impl == OURS else med / self.ours
-        self.rows.append(
-            {
-                "case": self.case,
-                "impl": impl,
-                "n": self.n,
-                "median_s": med,
-                "min_s": lo,
-                "max_s": hi,
-                "ns_per_el": med * 1e9 / self.elements,
-                "unit": self.unit,
-                "ratio": ratio if impl != OURS else 1.0,
-                "note": note,
-            }
-        )
+            self.rows.append(row)
+        self.pending = []
+
+
+#: Cases registered but not yet timed (flushed by :func:`_flush` after each group).
+_PENDING: list[_Case] = []
+
+
+def _flush() -> None:
+    while _PENDING:
+        _PENDING.pop(0).finish()
 
 
 def _compare_passes(queries: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -353,17 +371,22 @@ def run(
         for n in sizes:
             if n > LARGE_N:
                 _with_replacement(rows, n, repeats, torch)
+                _flush()
                 continue
-            _bucketing(rows, n, repeats, torch)
-            _rolling_window(rows, n, repeats)
-            _with_replacement(rows, n, repeats, torch)
-            _without_replacement(rows, n, repeats, torch)
-            _bucket_sampler(rows, n, repeats)
+            for group in (_bucketing, _with_replacement, _without_replacement):
+                group(rows, n, repeats, torch)
+                _flush()
+            for other in (_rolling_window, _bucket_sampler):
+                other(rows, n, repeats)
+                _flush()
         if extras:
             if 10_000_000 not in sizes:
                 _bucket_sampler(rows, 10_000_000, repeats)
+                _flush()
             _beyond_2_24(rows, repeats, torch)
+            _flush()
     finally:
+        _PENDING.clear()
         if torch is not None and old_threads is not None:
             torch.set_num_threads(old_threads)
     targets = check_targets(rows)
