@@ -34,9 +34,11 @@ LARGE_N = 20_000_000
 class _Case:
     """Rows of one case; the first implementation registered is the reference (ours).
 
-    Implementations are registered with :meth:`measure` and timed by :meth:`finish`: one
-    warm-up call each, then the timed calls round-robin (ours, theirs, ours, theirs, ...), so
-    that load from other processes hits every implementation alike and the ratios stay fair.
+    Implementations are registered with :meth:`measure` and timed by :meth:`finish`, each on
+    its own (as benchmark harnesses do): one warm-up call, then its timed calls back to back.
+    (Interleaving them round-robin was tried: it mostly added the baselines' side effects to our
+    timings: their large temporaries evict our data from the caches, and freeing them returns
+    memory to the OS, so our next output buffer is page-faulted in again, ~400 faults per 8 MB.)
     """
 
     def __init__(self, rows: list[dict[str, Any]], case: str, n: int, elements: int, unit: str):
@@ -52,17 +54,14 @@ class _Case:
         """Time the registered implementations and append their rows."""
         times: dict[str, list[float]] = {}
         errors: dict[str, str] = {}
-        for impl, fn, _, _ in self.pending:
+        for impl, fn, repeats, _ in self.pending:
+            times[impl] = []
             try:
                 fn()  # warm-up; a failing baseline (torch's 2^24 limit) is a result to report
             except Exception as exc:
                 errors[impl] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            times[impl] = []
-        rounds = max((r for _, _, r, _ in self.pending), default=0)
-        for i in range(rounds):
-            for impl, fn, repeats, _ in self.pending:
-                if impl in errors or i >= repeats:
-                    continue
+                continue
+            for _ in range(repeats):
                 t0 = time.perf_counter()
                 fn()
                 times[impl].append(time.perf_counter() - t0)
