@@ -21,6 +21,15 @@ FINITE = [1.0, 2.0, 3.0, 4.0]
 BAD = [float("nan"), float("inf"), float("-inf")]
 
 
+@pytest.fixture(autouse=True)
+def _no_token_reader(monkeypatch):
+    """These tests never read tokens (``fetch``): the loaders get their real metadata, metric
+    columns and samplers, but no streaming reader. Each StreamingDataset keeps shared-memory file
+    descriptors open for the life of the process (``PhaseLoader.close`` cannot release them), and
+    dozens of loaders in one pytest process would run out of them."""
+    monkeypatch.setattr("curriculum_ds.loader.open_stream", lambda local: None)
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     return make_dataset(tmp_path_factory.mktemp("c06"), "docs", ragged_docs(40, seed=5))

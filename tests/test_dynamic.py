@@ -129,6 +129,15 @@ def test_scores_refuse_an_empty_window():
 
 
 # ------------------------------------------------------------------------ DynamicReweighter
+@pytest.fixture(autouse=True)
+def _no_token_reader(monkeypatch):
+    """These tests never read tokens (``fetch``): the loaders get their real metadata, metric
+    columns and samplers, but no streaming reader. Each StreamingDataset keeps shared-memory file
+    descriptors open for the life of the process (``PhaseLoader.close`` cannot release them), and
+    dozens of loaders in one pytest process would run out of them."""
+    monkeypatch.setattr("curriculum_ds.loader.open_stream", lambda local: None)
+
+
 @pytest.fixture(scope="module")
 def datasets(tmp_path_factory):
     root = tmp_path_factory.mktemp("dyn")
