@@ -306,7 +306,8 @@ class Trainer:
                 loss_sums, num_valid = per_sample_token_losses(logits, labels)
                 loss = scale_micro_batch_loss(loss_sums.sum(), num_valid.sum(), mode=mode,
                                               global_valid_tokens=global_valid,
-                                              dp_world_size=self.dp_world_size, grad_divisor=grad_divisor)
+                                              dp_world_size=self.dp_world_size,
+                                              grad_divisor=grad_divisor)
                 # token mode: our factor already is the whole normalisation, so DeepSpeed's 1/GAS is off
                 self.engine.backward(loss, scale_wrt_gas=(mode == "sample"))
                 self.engine.step()
