@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import pathlib
@@ -11,12 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from curriculum_ds.data import (
     DATASET_FORMAT,
     METRIC_COLUMNS,
     ByteTokenizer,
     HFTokenizer,
     PrepareSummary,
+    close_stream,
     compression_ratio,
     ensure_local_world_size,
     open_stream,
@@ -26,8 +29,6 @@ from curriculum_ds.data import (
     token_entropy,
 )
 from curriculum_ds.errors import CurriculumError, DataError
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
 
 BYTE = ByteTokenizer()
 TEXT_A = "The quick brown fox jumps over the lazy dog.\nZwölf Boxkämpfer jagen Viktor — ✓ 🦊\n"
@@ -37,7 +38,7 @@ TEXT_B = "def f(x):\n    return x * 2  # doubles\n"
 def read_all(local: Path) -> list[dict]:
     ds = open_stream(local)
     rows = [ds[i] for i in range(ds.num_samples)]
-    del ds
+    close_stream(ds)
     return rows
 
 
@@ -521,6 +522,7 @@ def test_open_stream_sets_local_world_size(tmp_path: Path, monkeypatch: pytest.M
     ds = open_stream(tmp_path / "ds")
     assert os.environ["LOCAL_WORLD_SIZE"] == "1"
     assert BYTE.decode(ds[0]["input_ids"]) == "hello"
+    close_stream(ds)
 
 
 def test_several_streams_on_one_folder_and_reopen_after_delete(tmp_path: Path) -> None:
@@ -533,13 +535,12 @@ def test_several_streams_on_one_folder_and_reopen_after_delete(tmp_path: Path) -
     for i in (0, n // 2, n - 1):
         np.testing.assert_array_equal(first[i]["input_ids"], second[i]["input_ids"])
     expected = second[n - 1]["input_ids"]
-    del first, second
-    gc.collect()
+    close_stream(first)
+    close_stream(second)
     for _ in range(3):  # the next phase's loader, built after the previous one was dropped
         again = open_stream(tmp_path / "ds")
         np.testing.assert_array_equal(again[n - 1]["input_ids"], expected)
-        del again
-        gc.collect()
+        close_stream(again)
 
 
 # ------------------------------------------------------------------------------- properties
@@ -572,3 +573,18 @@ def test_split_document_properties(n: int, max_seq_len: int, min_tokens: int) ->
     assert n - joined.size < min_tokens
     if pieces:
         assert min_tokens <= pieces[-1].size <= max_seq_len
+
+
+def test_close_stream_releases_descriptors(tmp_path: Path) -> None:
+    prepare([write(tmp_path / "d.txt", TEXT_A * 5)], tmp_path / "ds", max_seq_len=32)
+
+    def num_fds() -> int:
+        return len(list(Path("/proc/self/fd").iterdir()))
+
+    close_stream(open_stream(tmp_path / "ds"))  # warm-up: imports, the first shared objects
+    before = num_fds()
+    for _ in range(5):
+        ds = open_stream(tmp_path / "ds")
+        assert ds[0]["num_tokens"] > 0
+        close_stream(ds)
+    assert num_fds() <= before

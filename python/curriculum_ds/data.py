@@ -39,7 +39,7 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -60,6 +60,7 @@ __all__ = [
     "PrepareSummary",
     "StreamInfo",
     "Tokenizer",
+    "close_stream",
     "compression_ratio",
     "ensure_local_world_size",
     "load_tokenizer",
@@ -802,7 +803,7 @@ def _read_foreign_info(local: Path, index: dict[str, Any], num_samples: int) -> 
     lengths = np.empty(num_samples, dtype=np.int64)
     for i in range(num_samples):
         lengths[i] = np.asarray(ds[i]["input_ids"]).size
-    del ds
+    close_stream(ds)
     return StreamInfo(
         local=local,
         num_samples=num_samples,
@@ -843,10 +844,72 @@ def open_stream(local: str | Path) -> StreamingDataset:
     local = Path(local)
     ensure_local_world_size()
     _read_index(local)
+    before = {id(h) for h in _live_shared_memory()}
     try:
-        return StreamingDataset(
-            local=str(local.resolve()), remote=None, batch_size=1, shuffle=False
-        )
+        ds = StreamingDataset(local=str(local.resolve()), remote=None, batch_size=1, shuffle=False)
     except (ValueError, RuntimeError, KeyError, OSError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise DataError(f"cannot open MDS dataset {local}: {first}") from err
+    # streaming's prefix search attaches to every other live dataset's shared memory and keeps
+    # those handles until exit; close the ones the new dataset does not own
+    owned = {id(h) for h in _dataset_shared_memory(ds)}
+    _release_shared_memory(
+        h for h in _live_shared_memory() if id(h) not in before and id(h) not in owned
+    )
+    return ds
+
+
+def _live_shared_memory() -> list[Any]:
+    """Every live mosaicml-streaming SharedMemory handle of this process (gc scan; phase swaps)."""
+    import gc
+
+    from streaming.base.shared.memory import SharedMemory
+
+    return [obj for obj in gc.get_objects() if type(obj) is SharedMemory]
+
+
+def _dataset_shared_memory(ds: Any) -> list[Any]:
+    """The SharedMemory handles reachable from a dataset's own attributes (a few levels deep)."""
+    from streaming.base.shared.memory import SharedMemory
+
+    seen: set[int] = set()
+
+    def walk(obj: object, depth: int) -> list[Any]:
+        if id(obj) in seen or depth > 3:
+            return []
+        seen.add(id(obj))
+        if isinstance(obj, SharedMemory):
+            return [obj]
+        found: list[Any] = []
+        for value in getattr(obj, "__dict__", {}).values():
+            if isinstance(value, list | tuple):
+                for item in value:
+                    found += walk(item, depth + 1)
+            elif hasattr(value, "__dict__") and type(value).__module__.startswith("streaming"):
+                found += walk(value, depth + 1)
+        return found
+
+    return walk(ds, 0)
+
+
+def _release_shared_memory(handles: Iterable[Any]) -> None:
+    """Run streaming's own cleanup of each handle now and drop its atexit registration."""
+    import atexit
+
+    for shm in handles:
+        atexit.unregister(shm.cleanup)
+        shm.cleanup()
+
+
+def close_stream(ds: StreamingDataset) -> None:
+    """Release the shared memory a StreamingDataset holds, now instead of at interpreter exit.
+
+    mosaicml-streaming 0.13 registers an ``atexit`` cleanup for every shared-memory handle of a
+    dataset (prefix locals, barrier, epoch and cache counters, shard states), which keeps the
+    handles (about a dozen file descriptors per dataset) open for the life of the process even
+    after the dataset is dropped. A training run that swaps loaders, or a test session that opens
+    hundreds of datasets, would run out of descriptors. This runs those cleanups now (the
+    process that created a segment unlinks it, the others close it) and unregisters them. Call it
+    once every rank is done with the dataset (at a phase swap); do not use the dataset afterwards.
+    """
+    _release_shared_memory(_dataset_shared_memory(ds))

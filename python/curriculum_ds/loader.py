@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from curriculum_ds.data import open_stream, read_stream_info
+from curriculum_ds.data import close_stream, open_stream, read_stream_info
 from curriculum_ds.kernels import BucketSampler
 from curriculum_ds.loss import IGNORE_INDEX
 
@@ -68,7 +69,9 @@ class MicroBatch:
     positions: npt.NDArray[np.int64]
 
 
-def collate(samples: Sequence[npt.NDArray[np.integer[Any]]], positions: npt.NDArray[np.int64]) -> MicroBatch:
+def collate(
+    samples: Sequence[npt.NDArray[np.integer[Any]]], positions: npt.NDArray[np.int64]
+) -> MicroBatch:
     """Right-pad token arrays to the longest one; padding bears no loss and no attention."""
     seq_len = max(1, max(len(s) for s in samples))
     input_ids = torch.zeros((len(samples), seq_len), dtype=torch.int64)
@@ -103,6 +106,8 @@ class PhaseLoader:
         self.infos = [read_stream_info(s.local) for s in loader.streams]
         with _streaming_registration():
             self.datasets = [open_stream(s.local) for s in loader.streams]
+        # released by close(), or when the loader is garbage-collected if nobody called it
+        self._release = weakref.finalize(self, _close_all, self.datasets)
         proportions = np.array([s.proportion for s in loader.streams], dtype=np.float64)
         self.proportions = proportions / proportions.sum()
         self.samples_per_pass = int(
@@ -214,8 +219,8 @@ class PhaseLoader:
             )
 
     def close(self) -> None:
-        """Release the streaming datasets (and their shared memory)."""
-        self.datasets.clear()
+        """Release the streaming datasets (and their shared memory, see ``close_stream``)."""
+        self._release()
 
 
 _REGISTRATION_LOCK = Path(tempfile.gettempdir()) / "curriculum_ds_streaming_shm.lock"
@@ -253,8 +258,14 @@ def _streaming_registration() -> Iterator[None]:
             os.close(fd)
 
 
+def _close_all(datasets: list[Any]) -> None:
+    for ds in datasets:
+        close_stream(ds)
+    datasets.clear()
+
+
 def _default_name(local: str) -> str:
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
     return Path(local).name
 
