@@ -11,6 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from curriculum_ds.config import (
     CurriculumConfig,
     Duration,
@@ -21,8 +24,6 @@ from curriculum_ds.config import (
     parse_curriculum,
 )
 from curriculum_ds.errors import ConfigError, CurriculumError
-from hypothesis import given
-from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from curriculum_ds.corpus import (
     EASY_MAX_BYTES,
     HARD_MIN_BYTES,

@@ -9,6 +9,9 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from curriculum_ds.config import CurriculumConfig, parse_curriculum
 from curriculum_ds.errors import ResumeError
 from curriculum_ds.schedule import (
@@ -20,8 +23,6 @@ from curriculum_ds.schedule import (
     phase_fingerprint,
     saved_curriculum,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def section() -> dict[str, Any]:

@@ -10,6 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from curriculum_ds.config import CurriculumConfig, load_config, parse_curriculum
 from curriculum_ds.errors import ConfigError, ResumeError
 from curriculum_ds.schedule import (
@@ -19,8 +22,6 @@ from curriculum_ds.schedule import (
     progress_from_str,
     progress_to_str,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def make_cfg(durations: list[str], max_duration: str | None = None) -> CurriculumConfig:

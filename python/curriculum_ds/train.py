@@ -1,4 +1,6 @@
-"""Training entry point: ``deepspeed --num_gpus N --module curriculum_ds.train --deepspeed_config ds.json``.
+"""Training entry point.
+
+Launched as ``deepspeed --num_gpus N --module curriculum_ds.train --deepspeed_config ds.json``.
 
 One loop owns the optimizer step: it draws the step's global batch from the current phase's
 loader (every rank computes the same batch and takes its slice), runs the micro-batches through
@@ -36,23 +38,55 @@ def build_parser() -> argparse.ArgumentParser:
         description="Curriculum training on DeepSpeed; launch with "
         "`deepspeed --num_gpus N --module curriculum_ds.train --deepspeed_config ds.json ...`.",
     )
-    p.add_argument("--deepspeed_config", "--deepspeed-config", type=Path, required=True,
-                   help="ds_config JSON with a `curriculum` section")
-    p.add_argument("--run-dir", "--run_dir", type=Path, required=True,
-                   help="where metrics.jsonl, curriculum_history.jsonl and checkpoints/ go")
-    p.add_argument("--model", default=None,
-                   help="local HF model folder; default: a small GPT-2 built from a config")
-    p.add_argument("--save-interval", type=int, default=0,
-                   help="checkpoint every N optimizer steps (0: only at the end)")
-    p.add_argument("--resume", default=None,
-                   help="`auto` (latest checkpoint of --run-dir, if any) or a checkpoint folder")
-    p.add_argument("--trace-samples", action="store_true",
-                   help="write sample_trace.jsonl: the global batch of every step")
-    p.add_argument("--max-steps", type=int, default=None,
-                   help="stop after this global step (a checkpoint is written), for smoke runs")
+    p.add_argument(
+        "--deepspeed_config",
+        "--deepspeed-config",
+        type=Path,
+        required=True,
+        help="ds_config JSON with a `curriculum` section",
+    )
+    p.add_argument(
+        "--run-dir",
+        "--run_dir",
+        type=Path,
+        required=True,
+        help="where metrics.jsonl, curriculum_history.jsonl and checkpoints/ go",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="local HF model folder; default: a small GPT-2 built from a config",
+    )
+    p.add_argument(
+        "--save-interval",
+        type=int,
+        default=0,
+        help="checkpoint every N optimizer steps (0: only at the end)",
+    )
+    p.add_argument(
+        "--resume",
+        default=None,
+        help="`auto` (latest checkpoint of --run-dir, if any) or a checkpoint folder",
+    )
+    p.add_argument(
+        "--trace-samples",
+        action="store_true",
+        help="write sample_trace.jsonl: the global batch of every step",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="stop after this global step (a checkpoint is written), for smoke runs",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--local_rank", "--local-rank", type=int, default=None,
-                   help="set by the DeepSpeed launcher; must agree with LOCAL_RANK")
+    p.add_argument(
+        "--local_rank",
+        "--local-rank",
+        type=int,
+        default=None,
+        help="set by the DeepSpeed launcher; must agree with LOCAL_RANK",
+    )
     p.add_argument("--deepspeed", action="store_true", help="accepted for DeepSpeed compatibility")
     p.add_argument("--dump-state", type=Path, default=None, help=argparse.SUPPRESS)
     # Fault injection for the resume tests: SIGKILL this process at a precise point.
@@ -68,7 +102,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         SystemExit: On a usage error (argparse's exit code 2).
         curriculum_ds.distributed.LocalRankError: If the two local ranks disagree.
     """
-    from curriculum_ds.distributed import resolve_local_rank  # noqa: PLC0415
+    from curriculum_ds.distributed import resolve_local_rank
 
     args = build_parser().parse_args(argv)
     args.local_rank = resolve_local_rank(args.local_rank)
@@ -77,9 +111,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run training; returns the process exit code (0 ok, 1 refused config/resume)."""
-    from curriculum_ds.config import load_config  # noqa: PLC0415
-    from curriculum_ds.distributed import LocalRankError, prepare_environment  # noqa: PLC0415
-    from curriculum_ds.errors import CurriculumError  # noqa: PLC0415
+    from curriculum_ds.config import load_config
+    from curriculum_ds.distributed import LocalRankError, prepare_environment
+    from curriculum_ds.errors import CurriculumError
 
     try:
         args = parse_args(argv)
@@ -124,12 +158,12 @@ class Trainer:
     """The training loop. Built after the environment is prepared (imports DeepSpeed)."""
 
     def __init__(self, args: argparse.Namespace, run: RunConfig, *, has_cuda: bool):
-        import deepspeed  # noqa: PLC0415
-        import torch  # noqa: PLC0415
-        import torch.distributed as dist  # noqa: PLC0415
+        import deepspeed
+        import torch
+        import torch.distributed as dist
 
-        from curriculum_ds.dynamic import DynamicReweighter  # noqa: PLC0415
-        from curriculum_ds.schedule import PhaseSchedule  # noqa: PLC0415
+        from curriculum_ds.dynamic import DynamicReweighter
+        from curriculum_ds.schedule import PhaseSchedule
 
         self.args = args
         self.run = run
@@ -152,21 +186,28 @@ class Trainer:
         self.ckpt_dir = self.run_dir / "checkpoints"
 
         torch.manual_seed(self.cfg.seed)  # model init only; the data order uses no global RNG
-        model = build_model(args.model, self.cfg, max(p.train_loader.max_seq_len for p in self.cfg.schedule))
+        model = build_model(
+            args.model, self.cfg, max(p.train_loader.max_seq_len for p in self.cfg.schedule)
+        )
         ds_config = dict(run.ds_config)
         ds_config["train_batch_size"] = self.global_batch_size
         self.engine, *_ = deepspeed.initialize(
-            model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
+            model=model,
+            model_parameters=[p for p in model.parameters() if p.requires_grad],
             config=ds_config,
         )
         self.device = self.engine.device
-        self.dynamic = DynamicReweighter(self.cfg.dynamic, seed=self.cfg.seed) if self.cfg.dynamic.enabled else None
+        self.dynamic = (
+            DynamicReweighter(self.cfg.dynamic, seed=self.cfg.seed)
+            if self.cfg.dynamic.enabled
+            else None
+        )
 
     # ------------------------------------------------------------------------------------ run
     def train(self) -> int:
         """Run the schedule to its end (or ``--max-steps``); returns the exit code."""
-        from curriculum_ds.loader import PhaseLoader  # noqa: PLC0415
-        from curriculum_ds.runlog import JsonlWriter, truncate_jsonl  # noqa: PLC0415
+        from curriculum_ds.loader import PhaseLoader
+        from curriculum_ds.runlog import JsonlWriter, truncate_jsonl
 
         state = self._resume()
         self.global_step: int = state["global_step"]
@@ -182,11 +223,17 @@ class Trainer:
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             for name in ("metrics.jsonl", "curriculum_history.jsonl", "sample_trace.jsonl"):
-                # a resumed run continues the files from the checkpoint's step; a fresh one starts anew
+                # resumed: keep the lines up to the checkpoint's step; fresh: start anew
                 truncate_jsonl(self.run_dir / name, self.global_step if state["resumed"] else -1)
             metrics = JsonlWriter(self.run_dir / "metrics.jsonl")
-            history = JsonlWriter(self.run_dir / "curriculum_history.jsonl") if self.dynamic else None
-            trace = JsonlWriter(self.run_dir / "sample_trace.jsonl") if self.args.trace_samples else None
+            history = (
+                JsonlWriter(self.run_dir / "curriculum_history.jsonl") if self.dynamic else None
+            )
+            trace = (
+                JsonlWriter(self.run_dir / "sample_trace.jsonl")
+                if self.args.trace_samples
+                else None
+            )
         self.dist.barrier()
 
         progress_bar = self._progress_bar()
@@ -199,8 +246,12 @@ class Trainer:
                 if loader is not None:
                     loader.close()
                 num_buckets = self.cfg.dynamic.num_buckets if self.dynamic else 1
-                loader = PhaseLoader(self.cfg.schedule[phase_idx], phase_idx, seed=self.cfg.seed,
-                                     num_buckets=num_buckets)
+                loader = PhaseLoader(
+                    self.cfg.schedule[phase_idx],
+                    phase_idx,
+                    seed=self.cfg.seed,
+                    num_buckets=num_buckets,
+                )
                 resumed_here = loader_state is not None and loader_state["phase_idx"] == phase_idx
                 if self.dynamic:
                     self.dynamic.start_phase(loader, dynamic_state)
@@ -230,33 +281,61 @@ class Trainer:
             phase = self.cfg.schedule[phase_idx]
             if self.is_main:
                 assert metrics is not None
-                metrics.write({
-                    "step": self.global_step, "phase": phase_idx, "phase_name": phase.name,
-                    "tokens": self.consumed_tokens, "samples": self.consumed_samples,
-                    "progress": str(self.progress), "loss": result["loss"],
-                    "token_loss": result["token_loss"], "valid_tokens": result["valid_tokens"],
-                    "step_tokens": step_tokens, "skipped": result["skipped"],
-                    "lr": float(self.engine.get_lr()[0]), "tokens_per_s": round(tokens_per_s, 1),
-                    "phase_epochs": round(loader.epochs_done(), 6),
-                })
+                metrics.write(
+                    {
+                        "step": self.global_step,
+                        "phase": phase_idx,
+                        "phase_name": phase.name,
+                        "tokens": self.consumed_tokens,
+                        "samples": self.consumed_samples,
+                        "progress": str(self.progress),
+                        "loss": result["loss"],
+                        "token_loss": result["token_loss"],
+                        "valid_tokens": result["valid_tokens"],
+                        "step_tokens": step_tokens,
+                        "skipped": result["skipped"],
+                        "lr": float(self.engine.get_lr()[0]),
+                        "tokens_per_s": round(tokens_per_s, 1),
+                        "phase_epochs": round(loader.epochs_done(), 6),
+                    }
+                )
                 if trace is not None:
                     names = loader.stream_names
-                    trace.write({"step": self.global_step, "phase": phase_idx,
-                                 "samples": [[names[s], int(i)] for s, i in batch]})
+                    trace.write(
+                        {
+                            "step": self.global_step,
+                            "phase": phase_idx,
+                            "samples": [[names[s], int(i)] for s, i in batch],
+                        }
+                    )
                 if history is not None and record_weights is not None:
-                    history.write({"step": self.global_step, "phase": phase_idx,
-                                   "phase_name": phase.name, **record_weights})
+                    history.write(
+                        {
+                            "step": self.global_step,
+                            "phase": phase_idx,
+                            "phase_name": phase.name,
+                            **record_weights,
+                        }
+                    )
             if progress_bar is not None:
                 progress_bar.update(self._progress_value(step_tokens, len(batch), loader))
-                progress_bar.set_postfix(phase=phase.name, loss=f"{result['loss']:.3f}",
-                                         tok_s=f"{tokens_per_s:,.0f}", refresh=False)
+                progress_bar.set_postfix(
+                    phase=phase.name,
+                    loss=f"{result['loss']:.3f}",
+                    tok_s=f"{tokens_per_s:,.0f}",
+                    refresh=False,
+                )
 
             phase_idx = self.schedule.phase_at(self.progress)
             if self.args.kill_after_step == self.global_step:
                 os.kill(os.getpid(), signal.SIGKILL)
             stop = self.args.max_steps is not None and self.global_step >= self.args.max_steps
             done = phase_idx >= self.schedule.num_phases
-            if (self.args.save_interval and self.global_step % self.args.save_interval == 0) or stop or done:
+            if (
+                (self.args.save_interval and self.global_step % self.args.save_interval == 0)
+                or stop
+                or done
+            ):
                 self._save(phase_idx, loader)
             if stop:
                 break
@@ -275,7 +354,7 @@ class Trainer:
     # ------------------------------------------------------------------------------- one step
     def _train_step(self, loader: Any, batch: Any) -> dict[str, Any]:
         """Forward/backward every micro-batch of this rank, then one optimizer step."""
-        from curriculum_ds.loss import (  # noqa: PLC0415
+        from curriculum_ds.loss import (
             engine_grad_divisor,
             global_valid_tokens,
             per_sample_token_losses,
@@ -284,14 +363,20 @@ class Trainer:
 
         torch, dist = self.torch, self.dist
         mode = self.cfg.loss_weighting
-        micro_batches = loader.micro_batches(batch, dp_rank=self.dp_rank, dp_world_size=self.dp_world_size,
-                                             micro_batch_size=self.micro_batch_size)
+        micro_batches = loader.micro_batches(
+            batch,
+            dp_rank=self.dp_rank,
+            dp_world_size=self.dp_world_size,
+            micro_batch_size=self.micro_batch_size,
+        )
         # Loss-bearing tokens of the whole step, counted before any forward (labels are known):
         # one all-reduce per step over the data-parallel group, kept on device.
         global_valid = global_valid_tokens([mb.labels for mb in micro_batches], device=self.device)
         num_global_valid = int(global_valid.item())  # one host sync per step: decides a skip
         per_rank = len(batch) // self.dp_world_size
-        sample_losses = torch.full((per_rank,), float("nan"), dtype=torch.float64, device=self.device)
+        sample_losses = torch.full(
+            (per_rank,), float("nan"), dtype=torch.float64, device=self.device
+        )
         # [sum of token losses (nats), sum of micro-batch mean losses / GAS] of this rank
         stats = torch.zeros(2, dtype=torch.float64, device=self.device)
         skipped = num_global_valid == 0
@@ -301,29 +386,39 @@ class Trainer:
             for mb_idx, mb in enumerate(micro_batches):
                 input_ids = mb.input_ids.to(self.device)
                 labels = mb.labels.to(self.device)
-                logits = self.engine(input_ids=input_ids,
-                                     attention_mask=mb.attention_mask.to(self.device)).logits
+                logits = self.engine(
+                    input_ids=input_ids, attention_mask=mb.attention_mask.to(self.device)
+                ).logits
                 loss_sums, num_valid = per_sample_token_losses(logits, labels)
-                loss = scale_micro_batch_loss(loss_sums.sum(), num_valid.sum(), mode=mode,
-                                              global_valid_tokens=global_valid,
-                                              dp_world_size=self.dp_world_size,
-                                              grad_divisor=grad_divisor)
-                # token mode: our factor already is the whole normalisation, so DeepSpeed's 1/GAS is off
+                loss = scale_micro_batch_loss(
+                    loss_sums.sum(),
+                    num_valid.sum(),
+                    mode=mode,
+                    global_valid_tokens=global_valid,
+                    dp_world_size=self.dp_world_size,
+                    grad_divisor=grad_divisor,
+                )
+                # token mode: our factor is the whole normalisation, so DeepSpeed's 1/GAS is off
                 self.engine.backward(loss, scale_wrt_gas=(mode == "sample"))
                 self.engine.step()
                 with torch.no_grad():
                     lo = mb_idx * self.micro_batch_size
                     sample_losses[lo : lo + len(num_valid)] = torch.where(
-                        num_valid > 0, loss_sums.double() / num_valid.clamp(min=1), float("nan"))
+                        num_valid > 0, loss_sums.double() / num_valid.clamp(min=1), float("nan")
+                    )
                     stats[0] += loss_sums.sum().double()
-                    stats[1] += (loss_sums.sum() / num_valid.sum().clamp(min=1)).double() / len(micro_batches)
+                    stats[1] += (loss_sums.sum() / num_valid.sum().clamp(min=1)).double() / len(
+                        micro_batches
+                    )
         dist.all_reduce(stats)
         token_loss = float(stats[0]) / num_global_valid if num_global_valid else float("nan")
         sample_loss = float(stats[1]) / self.dp_world_size
         gathered = None
         if self.dynamic is not None:
             gathered_list = [torch.empty_like(sample_losses) for _ in range(self.dp_world_size)]
-            dist.all_gather(gathered_list, sample_losses)  # one collective: the step's per-sample losses
+            dist.all_gather(
+                gathered_list, sample_losses
+            )  # one collective: the step's per-sample losses
             gathered = torch.cat(gathered_list).cpu().numpy()
         return {
             "loss": (token_loss if mode == "token" else sample_loss) if not skipped else None,
@@ -335,23 +430,31 @@ class Trainer:
 
     # ---------------------------------------------------------------------------- checkpoints
     def _saved_curriculum(self, phase_idx: int, loader: Any) -> dict[str, Any]:
-        from curriculum_ds.schedule import progress_to_str  # noqa: PLC0415
+        from curriculum_ds.schedule import progress_to_str
 
         return {
-            "version": 1, "seed": self.cfg.seed, "unit": self.schedule.unit,
-            "progress": progress_to_str(self.progress), "phase_idx": phase_idx,
+            "version": 1,
+            "seed": self.cfg.seed,
+            "unit": self.schedule.unit,
+            "progress": progress_to_str(self.progress),
+            "phase_idx": phase_idx,
             "phases": [p.model_dump(mode="json") for p in self.cfg.schedule],
-            "global_step": self.global_step, "consumed_tokens": self.consumed_tokens,
+            "global_step": self.global_step,
+            "consumed_tokens": self.consumed_tokens,
             "consumed_samples": self.consumed_samples,
             "loader": loader.state_dict(),
             "dynamic": self.dynamic.state_dict() if self.dynamic else None,
         }
 
     def _save(self, phase_idx: int, loader: Any) -> None:
-        """DeepSpeed checkpoint with the curriculum in client_state; `latest` written last, atomically."""
+        """DeepSpeed checkpoint, curriculum in client_state; `latest` written last, atomically."""
         tag = f"global_step{self.global_step}"
-        self.engine.save_checkpoint(str(self.ckpt_dir), tag=tag, save_latest=False,
-                                    client_state={"curriculum": self._saved_curriculum(phase_idx, loader)})
+        self.engine.save_checkpoint(
+            str(self.ckpt_dir),
+            tag=tag,
+            save_latest=False,
+            client_state={"curriculum": self._saved_curriculum(phase_idx, loader)},
+        )
         if self.args.kill_during_save == self.global_step:
             os.kill(os.getpid(), signal.SIGKILL)  # the tag exists but `latest` never points at it
         self.dist.barrier()  # every rank's shards are on disk before `latest` moves
@@ -363,11 +466,16 @@ class Trainer:
 
     def _resume(self) -> dict[str, Any]:
         """Load a checkpoint when asked; check the schedule against it; return the counters."""
-        from curriculum_ds.errors import ResumeError  # noqa: PLC0415
-        from curriculum_ds.schedule import check_resume, progress_from_str  # noqa: PLC0415
+        from curriculum_ds.errors import ResumeError
+        from curriculum_ds.schedule import check_resume, progress_from_str
 
-        fresh = {"global_step": 0, "consumed_tokens": 0, "consumed_samples": 0,
-                 "progress": 0 if self.schedule.unit == "tok" else Fraction(0), "resumed": False}
+        fresh = {
+            "global_step": 0,
+            "consumed_tokens": 0,
+            "consumed_samples": 0,
+            "progress": 0 if self.schedule.unit == "tok" else Fraction(0),
+            "resumed": False,
+        }
         if not self.args.resume:
             return fresh
         if self.args.resume == "auto":
@@ -377,7 +485,9 @@ class Trainer:
         else:
             load_dir = Path(self.args.resume)
             if not (load_dir / "latest").is_file():
-                raise ResumeError(f"--resume {load_dir}: no `latest` file in that checkpoint folder")
+                raise ResumeError(
+                    f"--resume {load_dir}: no `latest` file in that checkpoint folder"
+                )
         tag = (load_dir / "latest").read_text().strip()
         load_path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag)
         if load_path is None:
@@ -399,7 +509,7 @@ class Trainer:
 
     def _dump_state(self, out: Path) -> None:
         """For tests: full parameters (gathered under ZeRO-3) and this rank's dynamic state."""
-        import deepspeed  # noqa: PLC0415
+        import deepspeed
 
         torch = self.torch
         out.mkdir(parents=True, exist_ok=True)
@@ -407,22 +517,31 @@ class Trainer:
         zero3 = self.engine.zero_optimization_stage() == 3
         with deepspeed.zero.GatheredParameters([p for _, p in named], enabled=zero3):
             if self.is_main:
-                torch.save({n: p.detach().float().cpu().clone() for n, p in named}, out / "params.pt")
+                torch.save(
+                    {n: p.detach().float().cpu().clone() for n, p in named}, out / "params.pt"
+                )
         if self.dynamic is not None:
-            torch.save(self.dynamic.state_dict() | {"window_values": self.dynamic.window.values()},
-                       out / f"rank{self.dp_rank}_dynamic.pt")
+            torch.save(
+                self.dynamic.state_dict() | {"window_values": self.dynamic.window.values()},
+                out / f"rank{self.dp_rank}_dynamic.pt",
+            )
         self.dist.barrier()
 
     # ------------------------------------------------------------------------------- display
     def _progress_bar(self) -> Any:
         if not self.is_main or self.args.no_progress:
             return None
-        from tqdm.auto import tqdm  # noqa: PLC0415
+        from tqdm.auto import tqdm
 
         total = self.schedule.total
         unit = "tok" if self.schedule.unit == "tok" else "ep"
-        bar = tqdm(total=float(total) if unit == "ep" else int(total), unit=unit, unit_scale=unit == "tok",
-                   dynamic_ncols=True, file=sys.stderr)
+        bar = tqdm(
+            total=float(total) if unit == "ep" else int(total),
+            unit=unit,
+            unit_scale=unit == "tok",
+            dynamic_ncols=True,
+            file=sys.stderr,
+        )
         bar.update(float(self.progress) if unit == "ep" else int(self.progress))
         return bar
 
@@ -434,14 +553,17 @@ class Trainer:
     def _print_summary(self, start_step: int) -> None:
         lines = [
             "",
-            f"curriculum_ds: finished at step {self.global_step} ({self.global_step - start_step} this run), "
+            f"curriculum_ds: finished at step {self.global_step} "
+            f"({self.global_step - start_step} this run), "
             f"{self.consumed_tokens:,} tokens, {self.consumed_samples:,} samples",
             f"  metrics:     {self.run_dir / 'metrics.jsonl'}",
             f"  checkpoints: {self.ckpt_dir}",
         ]
         if self.dynamic:
-            lines.append(f"  history:     {self.run_dir / 'curriculum_history.jsonl'}"
-                         f"  (plot: curriculum-ds curve {self.run_dir})")
+            lines.append(
+                f"  history:     {self.run_dir / 'curriculum_history.jsonl'}"
+                f"  (plot: curriculum-ds curve {self.run_dir})"
+            )
         if self.args.trace_samples:
             lines.append(f"  trace:       {self.run_dir / 'sample_trace.jsonl'}")
         print("\n".join(lines), flush=True)
@@ -456,8 +578,10 @@ def _unlink_shm_allreduce_buffer(dist: Any) -> None:
     the memory lives on in the mappings until the processes exit, killed or not.
     """
     dist.barrier()
-    name = (f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR', '')}_"
-            f"{os.environ.get('MASTER_PORT', '')}_{dist.get_rank()}")
+    name = (
+        f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR', '')}_"
+        f"{os.environ.get('MASTER_PORT', '')}_{dist.get_rank()}"
+    )
     with contextlib.suppress(OSError):
         os.unlink(Path("/dev/shm") / name)
 
@@ -470,22 +594,32 @@ def build_model(model: str | None, cfg: Any, max_seq_len: int) -> Any:
     ``vocab_size`` recorded by ``prepare`` over all streams of the schedule) and positions for the
     longest ``max_seq_len`` of the schedule.
     """
-    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel  # noqa: PLC0415
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
-    from curriculum_ds.data import read_stream_info  # noqa: PLC0415
-    from curriculum_ds.errors import ConfigError  # noqa: PLC0415
+    from curriculum_ds.data import read_stream_info
+    from curriculum_ds.errors import ConfigError
 
-    vocab_sizes = [read_stream_info(s.local).vocab_size for p in cfg.schedule for s in p.train_loader.streams]
+    vocab_sizes = [
+        read_stream_info(s.local).vocab_size for p in cfg.schedule for s in p.train_loader.streams
+    ]
     if model is not None:
         if not Path(model).is_dir():
-            raise ConfigError(f"--model {model}: not a local model folder (no download at run time)")
+            raise ConfigError(
+                f"--model {model}: not a local model folder (no download at run time)"
+            )
         return AutoModelForCausalLM.from_pretrained(model)
     known = [v for v in vocab_sizes if v is not None]
     if not known:
         raise ConfigError("curriculum.schedule: no stream records its vocab_size; pass --model")
     config = GPT2Config(
-        vocab_size=max(known), n_positions=max_seq_len, n_embd=128, n_layer=2, n_head=4,
-        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        vocab_size=max(known),
+        n_positions=max_seq_len,
+        n_embd=128,
+        n_layer=2,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
     )
     return GPT2LMHeadModel(config)
 
