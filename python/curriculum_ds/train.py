@@ -294,6 +294,7 @@ class Trainer:
                         "valid_tokens": result["valid_tokens"],
                         "step_tokens": step_tokens,
                         "skipped": result["skipped"],
+                        "step_applied": result["step_applied"],
                         "lr": float(self.engine.get_lr()[0]),
                         "tokens_per_s": round(tokens_per_s, 1),
                         "phase_epochs": round(loader.epochs_done(), 6),
@@ -425,6 +426,8 @@ class Trainer:
             "token_loss": token_loss if not skipped else None,
             "valid_tokens": num_global_valid,
             "skipped": skipped,
+            # False also when DeepSpeed's fp16 loss scaler found an overflow and skipped the update
+            "step_applied": (not skipped) and bool(self.engine.was_step_applied()),
             "sample_losses": gathered,
         }
 
