@@ -72,6 +72,7 @@ def test_two_phase_run_switches_at_the_exact_boundary(two_phase_run):
     assert 24000 <= last["tokens"] < 24000 + global_batch * 128
     assert last["samples"] == len(rows) * global_batch
     assert all(math.isfinite(r["loss"]) for r in rows)
+    assert all(r["step_applied"] and not r["skipped"] for r in rows)
     first5 = sum(r["loss"] for r in rows[:5]) / 5
     last5 = sum(r["loss"] for r in rows[-5:]) / 5
     assert last5 < first5
