@@ -340,17 +340,18 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
     // Keys as f64 bits: keys are >= 0 (or +inf), so the bit order is the numeric order. Their
     // bits 62..47 (sign is 0) give a 2^16-bin histogram, 32 bins per octave, built in the same
     // pass; the k-th smallest key is then selected inside its bin only (radix select).
-    let mut keys = buf::Scratch::filled(weights.len(), 0u64);
+    let mut scratch = spare_keys::take(weights.len());
+    let keys = &mut scratch[..weights.len()];
     let mut hist = vec![0u32; 1 << 16];
     #[cfg(target_arch = "x86_64")]
     if crate::simd::has_x86_64_v3() {
         // SAFETY: the CPU supports the x86-64-v3 features (checked just above).
-        unsafe { es_keys_v3(weights, seed, &mut keys, &mut hist) };
+        unsafe { es_keys_v3(weights, seed, keys, &mut hist) };
     } else {
-        es_keys(weights, seed, &mut keys, &mut hist);
+        es_keys(weights, seed, keys, &mut hist);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    es_keys(weights, seed, &mut keys, &mut hist);
+    es_keys(weights, seed, keys, &mut hist);
     // Bin of the rank k-1 key and the rank inside it.
     let target = (k - 1) as u64;
     let mut cum = 0u64;
@@ -399,7 +400,40 @@ pub fn sample_without_replacement(weights: &[f64], k: usize, seed: u64) -> Resul
         }
         out
     };
+    spare_keys::give(scratch);
     Ok(out)
+}
+
+/// A per-thread key buffer for [`sample_without_replacement`], kept between calls.
+///
+/// A fresh multi-MB buffer per call is page-faulted in again whenever the allocator has returned
+/// the previous one to the OS (~500 faults, 1-2 ms of system time per 1e6 keys on the 2-vCPU
+/// VM). Every key is overwritten before it is read, so reuse cannot change a result. Buffers up
+/// to `MAX_KEPT` keys (64 MiB) are kept; larger ones are freed.
+mod spare_keys {
+    use crate::buf::Scratch;
+    use std::cell::RefCell;
+
+    const MAX_KEPT: usize = 8 << 20;
+
+    thread_local! {
+        static KEYS: RefCell<Option<Scratch<u64>>> = const { RefCell::new(None) };
+    }
+
+    /// A buffer of at least `len` keys.
+    pub(super) fn take(len: usize) -> Scratch<u64> {
+        match KEYS.with(|k| k.borrow_mut().take()) {
+            Some(s) if s.len() >= len => s,
+            _ => Scratch::filled(len, 0),
+        }
+    }
+
+    /// Keep `s` for the next call on this thread (if not too large).
+    pub(super) fn give(s: Scratch<u64>) {
+        if s.len() <= MAX_KEPT {
+            KEYS.with(|k| *k.borrow_mut() = Some(s));
+        }
+    }
 }
 
 /// Bit shift that maps an Efraimidis–Spirakis key (non-negative `f64` bits) to its histogram bin.
