@@ -4,6 +4,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# the venv's bin first: DeepSpeed JIT-builds its CPU ops with the ninja installed there
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SOURCES := $(wildcard rust/src/*.rs) Cargo.toml Cargo.lock
 
 .PHONY: setup demo test lint lint-rust lint-python test-rust test-python bench clean

@@ -105,6 +105,7 @@ def resume_scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.getbasetemp() / "resume_scenario"
     if base in _SCENARIOS:
         return _SCENARIOS[base]
+    shutil.rmtree(base, ignore_errors=True)  # a previous attempt in this session failed midway
     base.mkdir()
     short = make_dataset(base, "short", ragged_docs(120, seed=5, min_len=10, max_len=40))
     long = make_dataset(

@@ -7,6 +7,8 @@ because both read their environment at import or construction time.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 __all__ = ["LocalRankError", "prepare_environment", "resolve_local_rank"]
 
@@ -64,6 +66,11 @@ def prepare_environment() -> bool:
     """
     import torch
 
+    # DeepSpeed JIT-builds ops with ninja, installed beside this Python (the venv's bin), which
+    # is not on PATH when the venv was not activated
+    bin_dir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join(filter(None, [bin_dir, os.environ.get("PATH")]))
     has_cuda = torch.cuda.is_available()
     if not has_cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")

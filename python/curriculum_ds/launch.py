@@ -80,8 +80,16 @@ def build_command(
 
 
 def launcher_env(*, cuda: bool) -> dict[str, str]:
-    """The environment for the launcher: CPU accelerator without CUDA, quiet OpenMP threads."""
+    """The environment for the launcher: CPU accelerator without CUDA, quiet OpenMP threads.
+
+    The folder of this Python's executables (the venv's ``bin``) goes first on ``PATH``: DeepSpeed
+    JIT-compiles ops (the CPU accelerator's shared-memory all-reduce) with ``ninja``, which is
+    installed there and is not found when the venv was not activated (``.venv/bin/curriculum-ds``).
+    """
     env = dict(os.environ)
+    bin_dir = str(Path(sys.executable).parent)
+    if env.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        env["PATH"] = os.pathsep.join(filter(None, [bin_dir, env.get("PATH")]))
     if not cuda:
         env.setdefault("DS_ACCELERATOR", "cpu")
         env.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on a 2-core machine: one thread each
