@@ -14,6 +14,7 @@ advanced, and no result depends on a thread count (the kernels are single-thread
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -73,6 +74,29 @@ def _int(x: object, name: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(x).__name__}")
     return int(x)
+
+
+def _physical_memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # not POSIX: no guard beyond the kernel's own
+        return 1 << 62
+
+
+def _count(x: object, name: str, *, bytes_per_item: int = 8) -> int:
+    """An output length: an int whose int64 result must fit in this machine's memory.
+
+    A Rust allocation that fails aborts the process (no exception can be caught), so a length
+    that cannot possibly be allocated is refused here with a ValueError instead.
+    """
+    n = _int(x, name)
+    limit = _physical_memory_bytes()
+    if n > 0 and n * bytes_per_item > limit:
+        raise ValueError(
+            f"{name} = {n} would need {n * bytes_per_item / 2**30:.1f} GiB, more than this "
+            f"machine's {limit / 2**30:.1f} GiB of memory"
+        )
+    return n
 
 
 def bucket_edges(window: ArrayLike, num_buckets: int) -> NDArray[np.float64]:
@@ -278,7 +302,7 @@ class WeightedSampler:
         Raises:
             ValueError: ``k < 0``.
         """
-        return self._native.sample(_int(k, "k"))
+        return self._native.sample(_count(k, "k"))
 
     @property
     def num_draws(self) -> int:
@@ -342,7 +366,7 @@ def sample_without_replacement(weights: ArrayLike, k: int, seed: int) -> NDArray
     principle, change a selection (never observed; the golden test pins seed 1234).
     """
     return _native.sample_without_replacement(
-        _float64(weights, "weights"), _int(k, "k"), _int(seed, "seed")
+        _float64(weights, "weights"), _count(k, "k"), _int(seed, "seed")
     )
 
 
@@ -363,7 +387,7 @@ def epoch_permutation(n: int, seed: int, epoch: int) -> NDArray[np.int64]:
     Raises:
         ValueError: ``n < 0`` or seed/epoch out of range.
     """
-    return _native.epoch_permutation(_int(n, "n"), _int(seed, "seed"), _int(epoch, "epoch"))
+    return _native.epoch_permutation(_count(n, "n"), _int(seed, "seed"), _int(epoch, "epoch"))
 
 
 class BucketSampler:
@@ -414,7 +438,7 @@ class BucketSampler:
                 buckets.
             ValueError: wrong length of ``probs``; ``k < 0``.
         """
-        return self._native.sample(_float64(probs, "probs"), _int(k, "k"))
+        return self._native.sample(_float64(probs, "probs"), _count(k, "k"))
 
     def set_buckets(self, bucket_idx: ArrayLike) -> None:
         """Replace the assignment: ``generation += 1``, cursors and epochs reset to 0.
