@@ -329,6 +329,37 @@ def _saved_schedule(phases: list[dict[str, Any]], seed: int, unit: str) -> Curri
         ) from None
 
 
+def _check_dynamic_unchanged(
+    cfg: CurriculumConfig, saved_dynamic: Any, phase_idx: int, phase_name: str
+) -> None:
+    """Inside a phase the re-weighting state continues, so its shape may not change.
+
+    ``enabled``, ``num_buckets`` and ``window`` fix the sampler's buckets and the rolling window
+    that the checkpoint restores; they may change from the next phase on.
+    """
+    where = f"the checkpoint is inside phase {phase_idx} ({json.dumps(phase_name)})"
+    was_on = saved_dynamic is not None
+    if was_on != cfg.dynamic.enabled:
+        raise ResumeError(
+            f"curriculum.dynamic.enabled: {where}, which ran with dynamic re-weighting "
+            f"{'on' if was_on else 'off'}; it cannot change before that phase ends"
+        )
+    if not was_on:
+        return
+    saved_buckets = len(saved_dynamic["probs"])
+    if saved_buckets != cfg.dynamic.num_buckets:
+        raise ResumeError(
+            f"curriculum.dynamic.num_buckets: {where}, which ran with {saved_buckets} buckets, "
+            f"not {cfg.dynamic.num_buckets}; it cannot change before that phase ends"
+        )
+    saved_window = int(saved_dynamic["window"]["capacity"])
+    if saved_window != cfg.dynamic.window:
+        raise ResumeError(
+            f"curriculum.dynamic.window: {where}, whose rolling window holds {saved_window} "
+            f"losses, not {cfg.dynamic.window}; it cannot change before that phase ends"
+        )
+
+
 def check_resume(cfg: CurriculumConfig, saved: SavedCurriculum | Mapping[str, Any]) -> ResumePlan:
     """Check that a checkpoint can continue under ``cfg`` and say where (issue 4 item 6).
 
@@ -464,6 +495,9 @@ def check_resume(cfg: CurriculumConfig, saved: SavedCurriculum | Mapping[str, An
         phase_progress = progress - progress
         is_new_phase = False
         notes.append("the run had already reached max_duration: nothing left to train")
+    saved_map: Mapping[str, Any] = saved
+    if phase_idx < new.num_phases and not is_new_phase and "dynamic" in saved_map:
+        _check_dynamic_unchanged(cfg, saved_map["dynamic"], phase_idx, new.names[phase_idx])
     return ResumePlan(
         phase_idx=phase_idx,
         progress=progress,
