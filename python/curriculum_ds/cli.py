@@ -112,10 +112,14 @@ def launch(
     from curriculum_ds.config import load_config
     from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
 
-    load_config(ds_config, check_data=True)  # refuse a bad config before starting any rank
+    run = load_config(ds_config, check_data=True)  # refuse a bad config before starting any rank
+    ranks = default_num_gpus() if num_gpus is None else num_gpus
+    if ranks < 1:
+        raise click.BadParameter(f"must be >= 1, got {ranks}", param_hint="--num-gpus")
+    run.global_batch_size(ranks)  # train_batch_size must agree with this many ranks
     cmd = build_command(
         ds_config,
-        num_gpus=num_gpus or default_num_gpus(),
+        num_gpus=ranks,
         train_args=train_args,
         master_port=master_port,
     )

@@ -442,7 +442,9 @@ def _error_message(err: Any, loc: tuple[str | int, ...]) -> str:
 
 def _format_validation_error(exc: ValidationError, raw: Any, root: str = "curriculum") -> str:
     messages: list[str] = []
-    for err in exc.errors():
+    # an unknown key first: a typo ("max_duraton") explains the "required field" error it causes
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    for err in errors:
         loc = tuple(err["loc"])
         ctx = err.get("ctx") or {}
         if err["type"] == _ERR and ctx.get("subloc"):

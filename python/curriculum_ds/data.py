@@ -530,8 +530,11 @@ def prepare(
     _check_out(out)
     tok = load_tokenizer(tokenizer)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as err:
+        raise DataError(f"cannot create the output folder {out}: {err.strerror or err}") from None
     try:
         stats = _ReadStats()
         num_documents = 0

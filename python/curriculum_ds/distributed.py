@@ -71,6 +71,7 @@ def prepare_environment() -> bool:
     bin_dir = str(Path(sys.executable).parent)
     if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
         os.environ["PATH"] = os.pathsep.join(filter(None, [bin_dir, os.environ.get("PATH")]))
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", torch_extensions_dir())
     has_cuda = torch.cuda.is_available()
     if not has_cuda:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
@@ -84,6 +85,20 @@ def prepare_environment() -> bool:
         os.environ.update({"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1"})
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
     return has_cuda
+
+
+def torch_extensions_dir() -> str:
+    """A JIT-op build folder of this Python environment's own (``TORCH_EXTENSIONS_DIR``).
+
+    DeepSpeed JIT-compiles its CPU ops (shared-memory all-reduce, Adam) into torch's extensions
+    cache, shared by default by every environment of the user; the build files hold the
+    environment's absolute paths, so two venvs (two checkouts, a CI clone) would rebuild the ops
+    over each other on every launch (minutes each). One folder per ``sys.prefix`` keeps one build.
+    """
+    import hashlib
+
+    key = hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]
+    return str(Path.home() / ".cache" / "curriculum_ds" / "torch_extensions" / key)
 
 
 def _free_port() -> int:

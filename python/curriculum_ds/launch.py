@@ -82,11 +82,17 @@ def build_command(
 def launcher_env(*, cuda: bool) -> dict[str, str]:
     """The environment for the launcher: CPU accelerator without CUDA, quiet OpenMP threads.
 
+    DeepSpeed's JIT ops get a build folder of this environment's own (see
+    :func:`curriculum_ds.distributed.torch_extensions_dir`).
+
     The folder of this Python's executables (the venv's ``bin``) goes first on ``PATH``: DeepSpeed
     JIT-compiles ops (the CPU accelerator's shared-memory all-reduce) with ``ninja``, which is
     installed there and is not found when the venv was not activated (``.venv/bin/curriculum-ds``).
     """
+    from curriculum_ds.distributed import torch_extensions_dir
+
     env = dict(os.environ)
+    env.setdefault("TORCH_EXTENSIONS_DIR", torch_extensions_dir())
     bin_dir = str(Path(sys.executable).parent)
     if env.get("PATH", "").split(os.pathsep)[0] != bin_dir:
         env["PATH"] = os.pathsep.join(filter(None, [bin_dir, env.get("PATH")]))

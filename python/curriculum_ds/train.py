@@ -128,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return Trainer(args, run, has_cuda=has_cuda).train()
     except CurriculumError as exc:
-        print(f"curriculum_ds: error: {exc}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # the same verdict on every rank: print it once
+            print(f"curriculum_ds: error: {exc}", file=sys.stderr)
         return 1
 
 
@@ -142,13 +143,19 @@ def check_resume_before_training(args: argparse.Namespace, run: RunConfig) -> No
         curriculum_ds.errors.ResumeError: The schedule may not resume from that checkpoint.
     """
     from curriculum_ds.checkpoint import read_curriculum_state
+    from curriculum_ds.errors import ResumeError
     from curriculum_ds.schedule import check_resume
 
     if not args.resume:
         return
-    load_dir = args.run_dir / "checkpoints" if args.resume == "auto" else Path(args.resume)
-    if not (load_dir / "latest").is_file():
-        return
+    if args.resume == "auto":
+        load_dir = args.run_dir / "checkpoints"
+        if not (load_dir / "latest").is_file():
+            return  # nothing saved yet: a fresh start
+    else:
+        load_dir = Path(args.resume)
+        if not (load_dir / "latest").is_file() and not any(load_dir.glob("*model_states.pt")):
+            raise ResumeError(f"--resume {load_dir}: no `latest` file in that checkpoint folder")
     _, saved = read_curriculum_state(load_dir)
     if saved is not None:
         check_resume(run.curriculum, saved)
@@ -481,17 +488,22 @@ class Trainer:
         }
         if not self.args.resume:
             return fresh
+        tag: str | None = None
         if self.args.resume == "auto":
             load_dir = self.ckpt_dir
             if not (load_dir / "latest").is_file():
                 return fresh
         else:
             load_dir = Path(self.args.resume)
-            if not (load_dir / "latest").is_file():
+            if not (load_dir / "latest").is_file() and any(load_dir.glob("*model_states.pt")):
+                # one tag folder (as `validate --resume-from` accepts): its parent holds it
+                load_dir, tag = load_dir.parent, load_dir.name
+            elif not (load_dir / "latest").is_file():
                 raise ResumeError(
                     f"--resume {load_dir}: no `latest` file in that checkpoint folder"
                 )
-        tag = (load_dir / "latest").read_text().strip()
+        if tag is None:
+            tag = (load_dir / "latest").read_text().strip()
         load_path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag)
         if load_path is None:
             raise ResumeError(f"--resume {load_dir}: DeepSpeed could not load checkpoint {tag!r}")
