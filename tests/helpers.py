@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.runlog import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
+_SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
 
 
 def make_dataset(
@@ -83,9 +85,15 @@ def launch(
     )
     env = launcher_env(cuda=False)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ds_config.parent
-    )
+    for _ in range(2):
+        proc = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ds_config.parent
+        )
+        # mosaicml-streaming picks a free shared-memory prefix by looking at /dev/shm, which
+        # races with jobs of other checkouts starting at that moment ("[Errno 17] File exists:
+        # '/000004_locals'"): such a launch is retried once, nothing else
+        if not _SHM_RACE.search(proc.stderr):
+            break
     if check and proc.returncode != 0:
         raise AssertionError(
             f"launch failed ({proc.returncode}): {' '.join(cmd)}\n"

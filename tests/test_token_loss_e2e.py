@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -29,25 +27,6 @@ from curriculum_ds.config import load_config
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.loss import IGNORE_INDEX, deepspeed_grad_divisor, engine_grad_divisor
 from curriculum_ds.train import build_model
-
-# mosaicml-streaming picks a free shared-memory prefix by looking at /dev/shm, which races with
-# other jobs starting on the same host at that moment ("[Errno 17] File exists: '/000004_locals'");
-# when other test sessions run alongside, such a launch is retried (at most twice), nothing else.
-_SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
-
-
-def _launch(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    for _ in range(2):
-        proc = launch(*args, **{**kwargs, "check": False})
-        if not _SHM_RACE.search(proc.stderr):
-            break
-    if kwargs.get("check", True) and proc.returncode != 0:
-        raise AssertionError(
-            f"launch failed ({proc.returncode})\n--- stdout ---\n{proc.stdout[-4000:]}\n"
-            f"--- stderr ---\n{proc.stderr[-6000:]}"
-        )
-    return proc
-
 
 SEED = 5
 GLOBAL_BATCH = 8
@@ -155,7 +134,7 @@ def _step(root: Path, tag: str, data: Path, *, num_gpus: int, **cfg: Any) -> dic
     """One launch; returns its metrics row, update vector and stderr."""
     cfg_path = _ds_config(root, tag, data, ranks=num_gpus, **cfg)
     run_dir = root / tag
-    proc = _launch(
+    proc = launch(
         cfg_path,
         run_dir,
         "--max-steps",
@@ -346,7 +325,7 @@ def test_fp16_dynamic_loss_scaler(data, oracle, tmp_path):
         fp16={"enabled": True, "loss_scale": 0, "initial_scale_power": 8},
     )
     run_dir = tmp_path / "fp16"
-    proc = _launch(
+    proc = launch(
         cfg_path, run_dir, "--max-steps", "1", "--dump-state", str(run_dir / "state"), check=False
     )
     if proc.returncode != 0:
@@ -446,7 +425,7 @@ def test_config_corners_where_deepspeed_divides_differently(stage, extra, data, 
     raw["zero_optimization"] = zero
     cfg_path.write_text(json.dumps(raw))
     run_dir = tmp_path / "corner"
-    _launch(cfg_path, run_dir, "--max-steps", "1", "--dump-state", str(run_dir / "state"))
+    launch(cfg_path, run_dir, "--max-steps", "1", "--dump-state", str(run_dir / "state"))
     update = _flat(torch.load(run_dir / "state" / "params.pt")) - oracle.init
     rel = _rel(update, oracle.token_update)
     MEASURED[f"corner zero{stage} {sorted(extra)} vs oracle"] = rel
@@ -483,9 +462,7 @@ def test_case_c03_through_the_engine(tmp_path):
             optimizer={"type": "SGD", "params": {"lr": 1.0}},
         )
         run_dir = tmp_path / f"c03_{gas}"
-        _launch(
-            cfg, run_dir, "--max-steps", "1", "--dump-state", str(run_dir / "state"), num_gpus=1
-        )
+        launch(cfg, run_dir, "--max-steps", "1", "--dump-state", str(run_dir / "state"), num_gpus=1)
         runs[gas] = (metrics(run_dir)[0], _flat(torch.load(run_dir / "state" / "params.pt")))
     torch.manual_seed(SEED)
     init = _flat(

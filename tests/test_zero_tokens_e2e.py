@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-from typing import Any
 
 import numpy as np
 import pytest
@@ -30,25 +28,6 @@ from curriculum_ds.loss import IGNORE_INDEX
 from curriculum_ds.train import build_model
 
 pytestmark = pytest.mark.distributed
-
-
-# mosaicml-streaming picks a free shared-memory prefix by looking at /dev/shm, which races with
-# other jobs starting on the same host at that moment ("[Errno 17] File exists: '/000004_locals'");
-# when other test sessions run alongside, such a launch is retried (at most twice), nothing else.
-_SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
-
-
-def _launch(*args: Any, **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    for _ in range(2):
-        proc = launch(*args, **{**kwargs, "check": False})
-        if not _SHM_RACE.search(proc.stderr):
-            break
-    if kwargs.get("check", True) and proc.returncode != 0:
-        raise AssertionError(
-            f"launch failed ({proc.returncode})\n--- stdout ---\n{proc.stdout[-4000:]}\n"
-            f"--- stderr ---\n{proc.stderr[-6000:]}"
-        )
-    return proc
 
 
 DOC = "tokens bear the loss"  # 20 bytes + EOS: 20 loss-bearing tokens
@@ -96,7 +75,7 @@ def zero_token_run(tmp_path_factory):
         optimizer={"type": "SGD", "params": {"lr": 1.0}},
     )
     run_dir = root / "run"
-    proc = _launch(
+    proc = launch(
         cfg, run_dir, "--max-steps", "3", "--trace-samples", "--dump-state", str(run_dir / "state")
     )
     return cfg, run_dir, proc
