@@ -10,19 +10,49 @@ from curriculum_ds.errors import ResumeError
 if TYPE_CHECKING:
     from curriculum_ds.config import RunConfig
 
-__all__ = ["read_curriculum_state", "resume_verdict"]
+__all__ = ["locate_checkpoint", "read_curriculum_state", "resume_target", "resume_verdict"]
 
 
-def _tag_dir(ckpt: Path) -> Path:
-    """``ckpt`` may be a checkpoints folder (with ``latest``) or one tag folder."""
+def locate_checkpoint(ckpt: Path) -> tuple[Path, str]:
+    """``(folder DeepSpeed loads from, tag)`` for a checkpoints folder (with ``latest``) or a tag.
+
+    Raises:
+        ResumeError: If ``ckpt`` is neither.
+    """
     latest = ckpt / "latest"
     if latest.is_file():
-        return ckpt / latest.read_text().strip()
+        return ckpt, latest.read_text().strip()
     if any(ckpt.glob("*model_states.pt")):
-        return ckpt
+        return ckpt.parent, ckpt.name
     raise ResumeError(
         f"{ckpt}: not a DeepSpeed checkpoint folder (no `latest`, no *model_states.pt)"
     )
+
+
+def resume_target(resume: str | None, run_dir: Path) -> tuple[Path, str] | None:
+    """What ``--resume`` names: ``(load folder, tag)``, or None to start fresh.
+
+    ``auto`` is ``run_dir/checkpoints`` when it has a ``latest`` (else a fresh start); a path is a
+    checkpoints folder or one tag folder.
+
+    Raises:
+        ResumeError: A given path holds no checkpoint.
+    """
+    if not resume:
+        return None
+    if resume == "auto":
+        ckpts = run_dir / "checkpoints"
+        return locate_checkpoint(ckpts) if (ckpts / "latest").is_file() else None
+    path = Path(resume)
+    try:
+        return locate_checkpoint(path)
+    except ResumeError:
+        raise ResumeError(f"--resume {path}: no `latest` file in that checkpoint folder") from None
+
+
+def _tag_dir(ckpt: Path) -> Path:
+    load_dir, tag = locate_checkpoint(ckpt)
+    return load_dir / tag
 
 
 def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:

@@ -142,21 +142,14 @@ def check_resume_before_training(args: argparse.Namespace, run: RunConfig) -> No
     Raises:
         curriculum_ds.errors.ResumeError: The schedule may not resume from that checkpoint.
     """
-    from curriculum_ds.checkpoint import read_curriculum_state
-    from curriculum_ds.errors import ResumeError
+    from curriculum_ds.checkpoint import read_curriculum_state, resume_target
     from curriculum_ds.schedule import check_resume
 
-    if not args.resume:
-        return
-    if args.resume == "auto":
-        load_dir = args.run_dir / "checkpoints"
-        if not (load_dir / "latest").is_file():
-            return  # nothing saved yet: a fresh start
-    else:
-        load_dir = Path(args.resume)
-        if not (load_dir / "latest").is_file() and not any(load_dir.glob("*model_states.pt")):
-            raise ResumeError(f"--resume {load_dir}: no `latest` file in that checkpoint folder")
-    _, saved = read_curriculum_state(load_dir)
+    target = resume_target(args.resume, args.run_dir)
+    if target is None:
+        return  # no --resume, or nothing saved yet: a fresh start
+    load_dir, tag = target
+    _, saved = read_curriculum_state(load_dir / tag)
     if saved is not None:
         check_resume(run.curriculum, saved)
 
@@ -476,6 +469,7 @@ class Trainer:
 
     def _resume(self) -> dict[str, Any]:
         """Load a checkpoint when asked; check the schedule against it; return the counters."""
+        from curriculum_ds.checkpoint import resume_target
         from curriculum_ds.errors import ResumeError
         from curriculum_ds.schedule import check_resume, progress_from_str
 
@@ -486,24 +480,10 @@ class Trainer:
             "progress": 0 if self.schedule.unit == "tok" else Fraction(0),
             "resumed": False,
         }
-        if not self.args.resume:
+        target = resume_target(self.args.resume, self.run_dir)
+        if target is None:
             return fresh
-        tag: str | None = None
-        if self.args.resume == "auto":
-            load_dir = self.ckpt_dir
-            if not (load_dir / "latest").is_file():
-                return fresh
-        else:
-            load_dir = Path(self.args.resume)
-            if not (load_dir / "latest").is_file() and any(load_dir.glob("*model_states.pt")):
-                # one tag folder (as `validate --resume-from` accepts): its parent holds it
-                load_dir, tag = load_dir.parent, load_dir.name
-            elif not (load_dir / "latest").is_file():
-                raise ResumeError(
-                    f"--resume {load_dir}: no `latest` file in that checkpoint folder"
-                )
-        if tag is None:
-            tag = (load_dir / "latest").read_text().strip()
+        load_dir, tag = target
         load_path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag)
         if load_path is None:
             raise ResumeError(f"--resume {load_dir}: DeepSpeed could not load checkpoint {tag!r}")
