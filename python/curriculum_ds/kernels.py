@@ -108,8 +108,9 @@ def bucket_edges(window: ArrayLike, num_buckets: int) -> NDArray[np.float64]:
     ``rank(v) = #{x in window : x <= v} / N`` exactly. These are order statistics, not the
     interpolated quantiles of ``np.quantile``.
 
-    Algorithm: two-pass radix select (a 2^16-bin histogram of order-preserving keys locates the
-    bin of each target rank; only those bins are then selected), ``O(N)``.
+    Algorithm: two-pass radix select, ``O(N)``: a 2^16-bin histogram of order-preserving keys
+    locates the bin of each target rank; a second pass gathers the keys of just those bins
+    (AVX-512 compress when available), and a selection inside each bin finishes.
 
     Args:
         window: 1-D array of shape ``(N,)``, float32 or float64 (other real dtypes are
@@ -138,8 +139,10 @@ def assign_buckets(
     Equals ``np.searchsorted(edges, values, side="right")``; with edges from
     :func:`bucket_edges` of a window it is the exact full-rank bucket
     ``min(B - 1, floor(rank(v) * B))`` (ties, duplicate edges and ``-0.0``/``+0.0`` included;
-    ``±inf`` go to the first/last bucket). Algorithm: branchless, vectorised compare-count for
-    up to 32 edges, binary search beyond.
+    ``±inf`` go to the first/last bucket). Algorithm: float32 values with up to 31 edges on an
+    AVX-512 CPU use a branchless binary search with the edges held in vector registers (16
+    values per step); otherwise a vectorised compare-count up to 32 edges, a binary search
+    beyond. Every path gives the same result.
 
     Args:
         values: 1-D array of shape ``(M,)``, float32 or float64 (other real dtypes become

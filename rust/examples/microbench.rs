@@ -46,12 +46,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         state ^= state << 17;
         (state >> 11) as f64 / (1u64 << 53) as f64
     };
-    let window: Vec<f32> = (0..size)
-        .map(|_| ((unit() - 0.5) * 6.0).exp() as f32)
-        .collect();
-    let queries: Vec<f32> = (0..size)
-        .map(|_| ((unit() - 0.5) * 6.0).exp() as f32)
-        .collect();
+    // lognormal(0, 1) by Box-Muller, as in bench/bench_kernels.py
+    let mut lognormal = || {
+        let radius = (-2.0 * unit().max(f64::MIN_POSITIVE).ln()).sqrt();
+        (radius * (std::f64::consts::TAU * unit()).cos()).exp() as f32
+    };
+    let window: Vec<f32> = (0..size).map(|_| lognormal()).collect();
+    let queries: Vec<f32> = (0..size).map(|_| lognormal()).collect();
     let weights: Vec<f64> = (0..size).map(|_| 0.01 + unit()).collect();
     let draws = 1_000_000;
 
@@ -66,6 +67,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     time("histogram only", size, || {
         bucketing::KeyHistogram::of_finite(&window)
     });
+    let mut window_full = curriculum_ds::window::RollingWindow::new(size)?;
+    window_full.push(&window);
+    time("RollingWindow edges B=16", size, || window_full.edges(16));
     time("alias build", size, || {
         sampling::WeightedSampler::new(&weights, 0)
     });
@@ -80,8 +84,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     time("without replacement k=min(n,1e6)", k, || {
         sampling::sample_without_replacement(&weights, k, 0)
     });
-    let mut window_full = curriculum_ds::window::RollingWindow::new(size)?;
-    window_full.push(&window);
     time("window push 256 x 4096", 256 * 4096, || {
         for batch in queries.chunks(4096).take(256) {
             window_full.push(batch);

@@ -9,7 +9,8 @@
 //! Edges are found by a two-pass radix select (as in the perf notes of this project, and
 //! classic MSD radix selection): values map to order-preserving unsigned keys (`-0.0` is first
 //! normalised to `+0.0`); pass 1 builds a histogram of the top 16 key bits; a prefix scan locates
-//! the bin that holds each target rank; pass 2 copies the keys of just those bins; a
+//! the bin that holds each target rank; pass 2 copies the keys of just those bins (a
+//! branchless store, or AVX-512 compress with a bin bitmap in registers: `crate::avx512`); a
 //! `select_nth_unstable` (or a sort, when one bin holds many targets) inside each bin finishes.
 //! Cost `O(N + 2^16)`, worst case (all values in one bin) still `O(N log N)` at most.
 //! Non-finite values (NaN, ±inf) occupy bins that no finite value shares, so they drop out of
@@ -43,18 +44,31 @@ pub trait Float: Copy + Send + Sync + PartialOrd + 'static {
     fn ceil_from_f64(e: f64) -> Self;
     /// Whether the value is NaN.
     fn is_nan_value(self) -> bool;
+    /// Copy the keys of the values of `data` whose bin is in `bins` (ascending) into `out`, in
+    /// data order; return how many. `out` has room for every match plus 16.
+    fn collect_keys(data: &[Self], bins: &[usize], out: &mut [Self::Key]) -> usize {
+        collect_keys_portable(data, bins, out)
+    }
+    /// A vector kernel for [`assign_buckets`]' count (see `compare_count`), when this CPU and
+    /// type have one; `None` otherwise.
+    fn count_le_vector(values: &[Self], thresholds: &[Self], out: &mut [i64]) -> Option<bool> {
+        let _ = (values, thresholds, out);
+        None
+    }
 }
 
 impl Float for f32 {
     type Key = u32;
     #[inline]
     fn key(self) -> u32 {
+        // Branchless: flip the sign bit of non-negatives, all bits of negatives.
         let bits = (self + 0.0).to_bits();
-        if bits & 0x8000_0000 == 0 {
-            bits | 0x8000_0000
-        } else {
-            !bits
-        }
+        #[allow(
+            clippy::cast_sign_loss,
+            reason = "an arithmetic-shift mask, reinterpreted"
+        )]
+        let negative = ((bits as i32) >> 31) as u32;
+        bits ^ (negative | 0x8000_0000)
     }
     #[inline]
     fn bin(key: u32) -> usize {
@@ -91,6 +105,30 @@ impl Float for f32 {
     #[inline]
     fn is_nan_value(self) -> bool {
         self.is_nan()
+    }
+    fn collect_keys(data: &[f32], bins: &[usize], out: &mut [u32]) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if bins[bins.len() - 1] - bins[0] < crate::avx512::COLLECT_SPAN
+                && crate::simd::has_avx512_vbmi()
+            {
+                // SAFETY: the CPU has AVX-512 F/BW/VBMI (checked just above); the span and
+                // room preconditions hold (span checked above, room per the trait contract).
+                return unsafe { crate::avx512::collect_keys_f32(data, bins, out) };
+            }
+        }
+        collect_keys_portable(data, bins, out)
+    }
+    fn count_le_vector(values: &[f32], thresholds: &[f32], out: &mut [i64]) -> Option<bool> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if thresholds.len() <= 31 && crate::simd::has_avx512() {
+                // SAFETY: the CPU has AVX-512 F (checked just above); lengths per the contract.
+                return Some(unsafe { crate::avx512::count_le_f32(values, thresholds, out) });
+            }
+        }
+        let _ = (values, thresholds, out);
+        None
     }
 }
 
@@ -214,9 +252,23 @@ impl KeyHistogram {
         }
         let mut h = Self::new();
         let counts = &mut h.counts[..];
-        // One histogram: back-to-back hits on the same bin serialise on store forwarding (worst
-        // case all values equal, a few ns per value); loss-like data rarely does that.
-        for &v in data {
+        // Bins computed a block at a time (that loop vectorises), then counted. Back-to-back hits
+        // on the same bin serialise on store forwarding (worst case all values equal, a few ns
+        // per value); loss-like data rarely does that.
+        let mut bins = [0u32; BLOCK];
+        let mut blocks = data.chunks_exact(BLOCK);
+        for block in &mut blocks {
+            for (b, &v) in bins.iter_mut().zip(block) {
+                #[allow(clippy::cast_possible_truncation, reason = "a 16-bit bin")]
+                {
+                    *b = T::bin(v.key()) as u32;
+                }
+            }
+            for &b in &bins {
+                counts[b as usize] += 1;
+            }
+        }
+        for &v in blocks.remainder() {
             counts[T::bin(v.key())] += 1;
         }
         let (lo, hi) = T::FINITE_BINS;
@@ -245,11 +297,11 @@ pub fn edges_from_histogram<T: Float>(
     if ranks.is_empty() {
         return Vec::new();
     }
-    // Locate the bin of each target rank and its rank inside that bin.
-    let mut slot_of_bin = vec![u16::MAX; NUM_BINS];
-    let mut slot_bins: Vec<usize> = Vec::new(); // bin of each slot
-    let mut slot_start: Vec<u64> = Vec::new(); // rank of the first element of the slot's bin
-    let mut target_slot: Vec<(usize, u64)> = Vec::with_capacity(ranks.len()); // (slot, rank in bin)
+    // Locate the bin of each target rank ("slots": the distinct target bins, ascending) and the
+    // target's rank among the keys of all slots (their bins' keys, concatenated in key order).
+    let mut slot_bins: Vec<usize> = Vec::new();
+    let mut slot_offsets: Vec<usize> = vec![0]; // start of each slot among the gathered keys
+    let mut targets: Vec<(usize, usize)> = Vec::with_capacity(ranks.len()); // (slot, rank in slot)
     let mut cum: u64 = 0;
     let mut bin = 0usize;
     for &r in &ranks {
@@ -258,52 +310,80 @@ pub fn edges_from_histogram<T: Float>(
             bin += 1;
         }
         if slot_bins.last() != Some(&bin) {
+            slot_bins.push(bin);
+            let end = slot_offsets[slot_offsets.len() - 1] + hist.counts[bin] as usize;
+            slot_offsets.push(end);
+        }
+        targets.push((slot_bins.len() - 1, usize_of(r - cum)));
+    }
+    let total = slot_offsets[slot_offsets.len() - 1];
+    // One pass over the data gathers the keys of the slot bins (in data order); the `+ 16` is
+    // room for the vector kernels' full-width stores.
+    let mut gathered: Vec<T::Key> = vec![T::Key::default(); total + 16];
+    let found = T::collect_keys(data, &slot_bins, &mut gathered);
+    debug_assert_eq!(found, total, "histogram and data disagree");
+    gathered.truncate(total);
+    // Group by slot (a counting scatter over the few gathered keys), then select in each slot.
+    let grouped = if slot_bins.len() == 1 {
+        gathered
+    } else {
+        let base = slot_bins[0];
+        let mut slot_of = vec![0u16; slot_bins[slot_bins.len() - 1] - base + 1];
+        for (s, &b) in slot_bins.iter().enumerate() {
             #[allow(clippy::cast_possible_truncation, reason = "at most 65535 slots")]
             {
-                slot_of_bin[bin] = slot_bins.len() as u16;
+                slot_of[b - base] = s as u16;
             }
-            slot_bins.push(bin);
-            slot_start.push(cum);
         }
-        target_slot.push((slot_bins.len() - 1, r - cum));
-    }
-    // Gather the keys of the target bins into one flat buffer.
-    let mut offsets = Vec::with_capacity(slot_bins.len() + 1);
-    let mut total = 0usize;
-    for &b in &slot_bins {
-        offsets.push(total);
-        total += hist.counts[b] as usize;
-    }
-    offsets.push(total);
-    let mut flat: Vec<T::Key> = vec![T::Key::default(); total];
-    let mut cursor: Vec<usize> = offsets[..slot_bins.len()].to_vec();
-    for &v in data {
-        let k = v.key();
-        let s = slot_of_bin[T::bin(k)];
-        if s != u16::MAX {
-            let c = &mut cursor[s as usize];
-            flat[*c] = k;
+        let mut cursor = slot_offsets[..slot_bins.len()].to_vec();
+        let mut grouped = vec![T::Key::default(); total];
+        for &k in &gathered {
+            let c = &mut cursor[usize::from(slot_of[T::bin(k) - base])];
+            grouped[*c] = k;
             *c += 1;
         }
-    }
-    // Select inside each bin.
+        grouped
+    };
+    let mut flat = grouped;
     let mut edges = Vec::with_capacity(ranks.len());
     let mut t = 0usize;
     for s in 0..slot_bins.len() {
-        let keys = &mut flat[offsets[s]..offsets[s + 1]];
+        let keys = &mut flat[slot_offsets[s]..slot_offsets[s + 1]];
         let first = t;
-        while t < target_slot.len() && target_slot[t].0 == s {
+        while t < targets.len() && targets[t].0 == s {
             t += 1;
         }
-        let ranks: Vec<usize> = target_slot[first..t]
-            .iter()
-            .map(|&(_, r)| usize_of(r))
-            .collect();
-        let mut found = vec![T::Key::default(); ranks.len()];
-        multi_select(keys, &ranks, &mut found);
+        let in_slot: Vec<usize> = targets[first..t].iter().map(|&(_, r)| r).collect();
+        let mut found = vec![T::Key::default(); in_slot.len()];
+        multi_select(keys, &in_slot, &mut found);
         edges.extend(found.into_iter().map(T::key_to_f64));
     }
     edges
+}
+
+/// Portable [`Float::collect_keys`]: keys computed in blocks (vectorised), then a branchless
+/// store with a bin bitmap.
+#[inline(always)]
+fn collect_keys_portable<T: Float>(data: &[T], bins: &[usize], out: &mut [T::Key]) -> usize {
+    let mut bitmap = vec![0u64; NUM_BINS / 64];
+    for &b in bins {
+        bitmap[b >> 6] |= 1 << (b & 63);
+    }
+    let last = out.len() - 1;
+    let mut count = 0usize;
+    let mut keys = [T::Key::default(); BLOCK];
+    for block in data.chunks(BLOCK) {
+        for (k, &v) in keys.iter_mut().zip(block) {
+            *k = v.key();
+        }
+        for &k in &keys[..block.len()] {
+            let b = T::bin(k);
+            // Always store, advance only on a hit: no branch to mispredict.
+            out[count.min(last)] = k;
+            count += usize::from((bitmap[b >> 6] >> (b & 63)) & 1 == 1);
+        }
+    }
+    count
 }
 
 /// The elements of ranks `ranks` (non-decreasing, each `< keys.len()`) of `keys`, into `out`.
@@ -408,7 +488,9 @@ pub fn assign_buckets<T: Float>(
         ));
     }
     let thresholds: Vec<T> = edges.iter().map(|&e| T::ceil_from_f64(e)).collect();
-    let any_nan = if thresholds.len() <= 32 {
+    let any_nan = if let Some(any_nan) = T::count_le_vector(values, &thresholds, out) {
+        any_nan
+    } else if thresholds.len() <= 32 {
         compare_count_dispatch(values, &thresholds, out)
     } else {
         binary_search_count(values, &thresholds, out)

@@ -4,6 +4,8 @@
 //! needs no Python. Every kernel is deterministic from explicit seeds and counters
 //! (see [`rng`]) and single-threaded, so no result depends on a thread count.
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod bucketing;
 pub mod buf;
 pub mod error;

@@ -24,3 +24,9 @@ pub fn has_avx512() -> bool {
         && std::arch::is_x86_feature_detected!("avx512vl")
         && std::arch::is_x86_feature_detected!("avx512dq")
 }
+
+/// Whether the CPU also has AVX-512 VBMI (byte permutes), for the `collect` kernel.
+#[cfg(target_arch = "x86_64")]
+pub fn has_avx512_vbmi() -> bool {
+    has_avx512() && std::arch::is_x86_feature_detected!("avx512vbmi")
+}
