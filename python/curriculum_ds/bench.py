@@ -157,6 +157,20 @@ def _bucketing(rows: list[dict[str, Any]], n: int, repeats: int, torch: Any) -> 
             "interpolated; fails beyond 2^24",
         )
     case.measure("numpy max (one read pass)", lambda: np.max(window), repeats, "floor")
+    case.measure(
+        "numpy full int64 (output write only)",
+        lambda: np.full(n, 1, dtype=np.int64),
+        repeats,
+        "floor of the int64 output",
+    )
+    rolling = K.RollingWindow(n)
+    rolling.push(window)
+    case.measure(
+        "curriculum_ds RollingWindow.edges+assign",
+        lambda: K.assign_buckets(queries, rolling.edges(b)),
+        repeats,
+        "training path: push keeps the histogram",
+    )
 
     edges_case = _Case(rows, f"edges only B={b}", n, n, "ns/value")
     edges_case.measure(OURS, lambda: K.bucket_edges(window, b), repeats)

@@ -70,6 +70,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut window_full = curriculum_ds::window::RollingWindow::new(size)?;
     window_full.push(&window);
     time("RollingWindow edges B=16", size, || window_full.edges(16));
+    let (hist, finite) = bucketing::KeyHistogram::of_finite(&window)?;
+    time("edges_from_histogram B=16", size, || {
+        bucketing::edges_from_histogram(&window, &hist, finite, 16)
+    });
+    time("of_finite then edges_from_histogram", size, || {
+        let (h, f) = bucketing::KeyHistogram::of_finite(&window).unwrap_or_default();
+        bucketing::edges_from_histogram(&window, &h, f, 16)
+    });
+    time("bucket_edges B=16 (again)", size, || {
+        bucketing::bucket_edges(&window, 16)
+    });
     time("alias build", size, || {
         sampling::WeightedSampler::new(&weights, 0)
     });

@@ -243,6 +243,7 @@ impl KeyHistogram {
     ///
     /// # Errors
     /// `InvalidArgument` when `data` has `2^32` values or more.
+    #[inline(never)] // inlined into a caller, its block loop compiled ~30% slower (measured)
     pub fn of_finite<T: Float>(data: &[T]) -> Result<(Self, u64)> {
         if data.len() >= u32::MAX as usize {
             return Err(invalid_arg(
