@@ -138,3 +138,48 @@ def test_missing_or_empty_history_is_one_clean_line(tmp_path):
     (run / "curriculum_history.jsonl").write_text('{"step": 3, "weig')  # only a partial line
     with pytest.raises(DataError, match="the history is empty"):
         load_curve(run)
+
+
+@pytest.mark.parametrize(
+    ("bad", "shown"), [(float("nan"), "nan"), (float("inf"), "inf"), (None, "None")]
+)
+def test_a_non_finite_weight_is_refused_naming_the_step_and_bucket(tmp_path, bad, shown):
+    """A NaN (or inf, or missing) weight means a corrupt history: refused, never plotted."""
+    run = _write_run(tmp_path / "run", partial_line=False)
+    path = run / "curriculum_history.jsonl"
+    records = read_jsonl(path)
+    records[2]["weights"][1] = bad  # line 3: step 12, bucket 1
+    # json writes NaN/Infinity (as training would); read_jsonl reads them back as floats
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert [r["step"] for r in read_jsonl(path)][2] == 12
+    expected = (
+        f"{path}: line 3 (step 12): weight of bucket 1 is {shown}; "
+        "bucket weights must be finite numbers"
+    )
+    with pytest.raises(DataError) as info:
+        load_curve(run)
+    assert str(info.value) == expected
+    png = tmp_path / "w.png"
+    result = CliRunner().invoke(main, ["curve", str(run), "--png", str(png)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [f"Error: {expected}"]  # click's one line
+    assert not png.exists()
+
+
+def test_bucket_count_changing_at_a_phase_boundary_is_tabled_and_plotted(tmp_path):
+    """The resume rules let num_buckets change when a new phase starts: 4 buckets, then 6."""
+    run = tmp_path / "run"
+    run.mkdir()
+    writer = JsonlWriter(run / "curriculum_history.jsonl")
+    for step, weights in [(4, [0.25] * 4), (8, [0.4, 0.3, 0.2, 0.1]), (12, [1 / 6] * 6)]:
+        phase = int(step >= 12)
+        writer.write({"step": step, "phase": phase, "phase_name": f"p{phase}", "weights": weights})
+    writer.close()
+    curve = load_curve(run)
+    table = render_table(curve).splitlines()
+    assert table[0].startswith("bucket weights (4 → 6 buckets")
+    assert table[1].split() == ["step", "phase", "b0", "b1", "b2", "b3", "b4", "b5"]
+    assert table[3].split() == ["4", "p0", "0.250", "0.250", "0.250", "0.250", "-", "-"]
+    assert table[5].split() == ["12", "p1"] + ["0.167"] * 6
+    png = render_png(curve, tmp_path / "c.png")
+    assert mpimg.imread(png)[..., :3].std() > 0.05

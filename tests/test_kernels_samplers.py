@@ -251,8 +251,10 @@ def test_bucket_sampler_set_buckets_bumps_generation() -> None:
     np.testing.assert_array_equal(s.counts(), [50, 50, 0])
     out = s.sample(np.array([1.0, 1.0, 5.0]), 30)  # bucket 2 is empty: mass renormalised away
     assert out.shape == (30,)
+    bad = np.arange(100) % 2
+    bad[2] = 7
     with pytest.raises(SamplingError, match=r"bucket_idx\[2\] = 7 is out of range"):
-        s.set_buckets(np.array([0, 1, 7]))
+        s.set_buckets(bad)
     np.testing.assert_array_equal(s.counts(), [50, 50, 0])  # unchanged
 
 
@@ -317,3 +319,71 @@ def test_results_do_not_depend_on_threads() -> None:
     for a, b in zip(sequential, threaded, strict=True):
         for x, y in zip(a, b, strict=True):
             np.testing.assert_array_equal(x, y)
+
+
+# ---------------------------------------------------------------- contracts of state changes
+
+
+def test_bucket_sampler_set_buckets_refuses_another_length_and_keeps_its_state() -> None:
+    """The sampler is over a fixed set of N samples: set_buckets must keep N."""
+    idx = np.arange(100) % 3
+    probs = np.array([0.2, 0.3, 0.5])
+    s = K.BucketSampler(idx, 3, 1)
+    twin = K.BucketSampler(idx, 3, 1)  # never sees the refused calls
+    np.testing.assert_array_equal(s.sample(probs, 50), twin.sample(probs, 50))
+    before = s.state_dict()
+    for wrong in (99, 101, 0):
+        with pytest.raises(
+            SamplingError,
+            match=rf"^bucket_idx: length {wrong}, but the sampler is over 100 samples \(set_bu",
+        ):
+            s.set_buckets(np.zeros(wrong, dtype=np.int64))
+    after = s.state_dict()
+    assert len(s) == 100
+    np.testing.assert_array_equal(s.counts(), [34, 33, 33])
+    assert (after["seed"], after["num_calls"], after["generation"]) == (1, 1, 0)
+    np.testing.assert_array_equal(after["cursors"], before["cursors"])
+    np.testing.assert_array_equal(after["epochs"], before["epochs"])
+    assert int(np.sum(after["cursors"])) == 50
+    # the continuation is the one of a sampler that never saw the refused calls
+    np.testing.assert_array_equal(s.sample(probs, 80), twin.sample(probs, 80))
+    # the same length is still accepted (here: 100 samples, 2 of them excluded)
+    new = np.arange(100) % 2
+    new[[0, 1]] = -1
+    s.set_buckets(new)
+    assert len(s) == 100
+    assert s.state_dict()["generation"] == 1
+    np.testing.assert_array_equal(s.counts(), [49, 49, 0])
+
+
+def test_weighted_sampler_refuses_a_draw_past_the_counter_limit() -> None:
+    """num_draws is a u64 counter: a draw that would pass 2**64 - 1 is refused, not wrapped."""
+    weights = np.arange(1.0, 11.0)
+    limit = 2**64 - 1
+    s = K.WeightedSampler(weights, 1234)
+    s.load_state_dict({"seed": 1234, "num_draws": limit - 3})
+    last = s.sample(3)  # draws limit-3, limit-2, limit-1: the counter reaches limit exactly
+    assert s.num_draws == limit
+    assert last.shape == (3,)
+    assert ((last >= 0) & (last < 10)).all()
+    # counter-based: the same three draws one by one from the restored state
+    one_by_one = K.WeightedSampler(weights, 1234)
+    one_by_one.load_state_dict({"seed": 1234, "num_draws": limit - 3})
+    np.testing.assert_array_equal(np.concatenate([one_by_one.sample(1) for _ in range(3)]), last)
+    for k in (1, 1000):
+        with pytest.raises(
+            SamplingError,
+            match=rf"^num_draws = {limit} \+ {k} would pass the counter's limit "
+            r"2\*\*64 - 1; the sampler cannot number more$",
+        ):
+            s.sample(k)
+        assert s.state_dict() == {"seed": 1234, "num_draws": limit}  # unchanged
+    assert s.sample(0).shape == (0,)
+    assert s.num_draws == limit
+    near = K.WeightedSampler(weights, 1234)
+    near.load_state_dict({"seed": 1234, "num_draws": limit - 5})
+    with pytest.raises(SamplingError, match=rf"num_draws = {limit - 5} \+ 6 would pass"):
+        near.sample(6)
+    assert near.num_draws == limit - 5
+    assert near.sample(5).shape == (5,)
+    assert near.num_draws == limit

@@ -4,12 +4,16 @@ The history has one line per recompute of the bucket weights (``step``, ``phase`
 ``weights``, ...). A weight holds from its recompute step until the next one, so the plot draws
 steps, not interpolated lines. Phase boundaries come from ``metrics.jsonl`` (the first step of
 each phase) when the run folder has it, else from the history itself. A partial last line (a crash
-in the middle of a write) is ignored.
+in the middle of a write) is ignored. A weight that is not a finite number (NaN, ±inf, null) is
+refused with a :class:`~curriculum_ds.errors.DataError` naming the line, step and bucket: the
+weights are probabilities, so such a line means a corrupt history, and leaving it out would draw
+a plausible but wrong curve.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,8 +59,9 @@ def load_curve(run_dir: Path) -> Curve:
         The :class:`Curve`; complete lines only (a partial last line is left out).
 
     Raises:
-        DataError: If the run folder has no (or an empty) ``curriculum_history.jsonl``, or a
-            record lacks ``step``/``weights``.
+        DataError: If the run folder has no (or an empty) ``curriculum_history.jsonl``, a
+            record lacks ``step``/``weights``, or a weight is not a finite number (the first
+            such weight, by line, step and bucket).
     """
     path = run_dir / "curriculum_history.jsonl"
     if not path.is_file():
@@ -67,6 +72,14 @@ def load_curve(run_dir: Path) -> Curve:
     for i, r in enumerate(records):
         if "step" not in r or not r.get("weights"):
             raise DataError(f"{path}: line {i + 1} has no step or weights")
+        if not isinstance(r["weights"], list):
+            raise DataError(f"{path}: line {i + 1} (step {r['step']}): weights is not a list")
+        for b, w in enumerate(r["weights"]):
+            if not _is_finite_number(w):
+                raise DataError(
+                    f"{path}: line {i + 1} (step {r['step']}): weight of bucket {b} is {w!r}; "
+                    "bucket weights must be finite numbers"
+                )
     phase_starts: list[tuple[int, str]] = []
     last_step = int(records[-1]["step"])
     metrics = run_dir / "metrics.jsonl"
@@ -95,13 +108,31 @@ def load_curve(run_dir: Path) -> Curve:
     )
 
 
+def _is_finite_number(x: object) -> bool:
+    """An int or float (not a bool) that is neither NaN nor ±inf."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _max_buckets(curve: Curve) -> int:
+    return max(len(w) for w in curve.weights)
+
+
+def _bucket_counts(curve: Curve) -> str:
+    """``"16"``, or ``"4 → 8"`` when the number of buckets changed at a phase boundary."""
+    counts = [len(curve.weights[0])]
+    for w in curve.weights[1:]:
+        if len(w) != counts[-1]:
+            counts.append(len(w))
+    return " → ".join(str(c) for c in counts)
+
+
 def render_table(curve: Curve, max_rows: int = 20) -> str:
     """ASCII table: a row per recompute (evenly thinned to ``max_rows``), a column per bucket.
 
     Phase boundaries are listed under the table; the first and the last recompute are always
     shown.
     """
-    num_buckets = len(curve.weights[0])
+    num_buckets = _max_buckets(curve)
     phases = curve.phases if len(curve.phases) == len(curve.steps) else [""] * len(curve.steps)
     phase_width = max([5, *(len(p) for p in phases)])
     header = f"{'step':>8}  {'phase':<{phase_width}} " + " ".join(
@@ -112,7 +143,7 @@ def render_table(curve: Curve, max_rows: int = 20) -> str:
     if rows[-1] != len(curve.steps) - 1:
         rows.append(len(curve.steps) - 1)
     lines = [
-        f"bucket weights ({num_buckets} buckets, b0 = easiest, b{num_buckets - 1} = hardest; "
+        f"bucket weights ({_bucket_counts(curve)} buckets, b0 = easiest, last = hardest; "
         f"{len(curve.steps)} recomputes"
         + (f", floor {curve.floor:g}" if curve.floor is not None else "")
         + (f", temperature {curve.temperature:g}" if curve.temperature is not None else "")
@@ -121,9 +152,13 @@ def render_table(curve: Curve, max_rows: int = 20) -> str:
         "-" * len(header),
     ]
     for i in rows:
+        weights = curve.weights[i]
         lines.append(
             f"{curve.steps[i]:>8}  {phases[i]:<{phase_width}} "
-            + " ".join(f"{w:6.3f}" for w in curve.weights[i])
+            + " ".join(
+                f"{weights[b]:6.3f}" if b < len(weights) else f"{'-':>6}"
+                for b in range(num_buckets)
+            )
         )
     if curve.phase_starts:
         lines.append(
@@ -147,7 +182,7 @@ def render_png(curve: Curve, out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    num_buckets = len(curve.weights[0])
+    num_buckets = _max_buckets(curve)
     last_step = max(curve.last_step or curve.steps[-1], curve.steps[-1])
     first_step = min([curve.steps[0], *(s for s, _ in curve.phase_starts)])
     # a weight holds from its recompute until the next one: extend the last to the run's end;
@@ -185,11 +220,23 @@ def render_png(curve: Curve, out: Path) -> Path:
             label += " (easiest)"
         elif b == num_buckets - 1:
             label += " (hardest)"
-        ys = [w[b] for w in curve.weights]
-        ys_line = [1.0 / num_buckets] * len(head) + [*ys, ys[-1]]
+        # NaN (not drawn) where the bucket does not exist: num_buckets may change at a phase
+        # boundary
+        ys = [w[b] if b < len(w) else math.nan for w in curve.weights]
+        first = 1.0 / len(curve.weights[0]) if b < len(curve.weights[0]) else math.nan
+        ys_line = [first] * len(head) + [*ys, ys[-1]]
         ax.step(xs, ys_line, where="post", color=colors[b], linewidth=1.8, label=label)
         ax.plot(curve.steps, ys, "o", color=colors[b], markersize=2.5)
-    ax.axhline(1.0 / num_buckets, color="0.5", linestyle=":", linewidth=1, label="uniform 1/B")
+    uniform = [1.0 / len(w) for w in curve.weights]
+    ax.step(
+        xs,
+        [uniform[0]] * len(head) + [*uniform, uniform[-1]],
+        where="post",
+        color="0.5",
+        linestyle=":",
+        linewidth=1,
+        label="uniform 1/B",
+    )
     if curve.floor is not None:
         ax.axhline(
             curve.floor, color="tab:red", linestyle=":", linewidth=1, label=f"floor {curve.floor:g}"
@@ -198,7 +245,7 @@ def render_png(curve: Curve, out: Path) -> Path:
     ax.set_ylim(0.0, ymax)
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("bucket probability (sums to 1)")
-    subtitle = f"{num_buckets} loss-percentile buckets, {len(curve.steps)} recomputes"
+    subtitle = f"{_bucket_counts(curve)} loss-percentile buckets, {len(curve.steps)} recomputes"
     if curve.temperature is not None:
         subtitle += f", temperature {curve.temperature:g}"
     if curve.floor is not None:

@@ -283,6 +283,7 @@ class WeightedSampler:
     Counter-based determinism: draw number ``t`` (counting from 0 over the sampler's life) comes
     from the stream ``(seed, t // 1024)``, so ``sample(3)`` then ``sample(2)`` equals
     ``sample(5)`` of a fresh sampler, and :meth:`state_dict` is just ``(seed, num_draws)``.
+    The counter is a ``u64`` that never wraps: draws are numbered ``0 .. 2**64 - 2``.
 
     Args:
         weights: 1-D array of shape ``(N,)``, finite, ``>= 0``, not all zero (float64; other
@@ -302,7 +303,11 @@ class WeightedSampler:
     def sample(self, k: int) -> NDArray[np.int64]:
         """The next ``k`` draws: int64 array of shape ``(k,)`` with values in ``[0, N)``.
 
+        Advances :attr:`num_draws` by ``k``.
+
         Raises:
+            SamplingError: ``num_draws + k`` would pass ``2**64 - 1`` (a restored state can be
+                that close); the sampler is then unchanged.
             ValueError: ``k < 0``.
         """
         return self._native.sample(_count(k, "k"))
@@ -409,7 +414,8 @@ class BucketSampler:
     Args:
         bucket_idx: int64 array of shape ``(N,)`` with values in ``[0, num_buckets)``, or ``-1``
             to exclude a sample (e.g. :func:`assign_buckets` with ``nan_policy="omit"``).
-            ``N`` may exceed 2^24 (up to 2^32 - 1).
+            ``N`` may exceed 2^24 (up to 2^32 - 1) and is fixed for the sampler's life
+            (``len(sampler)``): :meth:`set_buckets` re-buckets the same ``N`` samples.
         num_buckets: ``B`` in ``[1, 65536]``.
         seed: int in ``[0, 2**64)``.
 
@@ -438,18 +444,30 @@ class BucketSampler:
 
         Raises:
             SamplingError: a probability is negative, NaN or infinite, or all mass is on empty
-                buckets.
+                buckets; a restored ``num_calls`` of ``2**64 - 1`` (no further call can be
+                numbered). The sampler is then unchanged.
             ValueError: wrong length of ``probs``; ``k < 0``.
         """
         return self._native.sample(_float64(probs, "probs"), _count(k, "k"))
 
     def set_buckets(self, bucket_idx: ArrayLike) -> None:
-        """Replace the assignment: ``generation += 1``, cursors and epochs reset to 0.
+        """Re-bucket the same ``N`` samples: ``generation += 1``, cursors and epochs reset to 0.
+
+        Args:
+            bucket_idx: int64 array of shape ``(N,)``, ``N = len(self)``, entries as for the
+                constructor.
 
         Raises:
-            SamplingError: an entry is out of range (the sampler is then unchanged).
+            SamplingError: the length is not ``N`` (names both lengths), an entry is out of
+                range (names its index), or ``generation`` is ``2**64 - 1``; the sampler is then
+                unchanged.
+            ValueError: not 1-D. TypeError: not of an integer dtype.
         """
         self._native.set_buckets(_int64(bucket_idx, "bucket_idx"))
+
+    def __len__(self) -> int:
+        """``N``, the number of samples of the bucket assignment (excluded ones included)."""
+        return len(self._native)
 
     def counts(self) -> NDArray[np.int64]:
         """Members per bucket, int64 array of shape ``(num_buckets,)``."""

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from curriculum_ds.config import RunConfig
 
-__all__ = ["build_parser", "main", "parse_args"]
+__all__ = ["build_parser", "main", "parse_args", "skipped_steps_warning"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +154,49 @@ def check_resume_before_training(args: argparse.Namespace, run: RunConfig) -> No
         check_resume(run.curriculum, saved)
 
 
+def skipped_steps_warning(num_skipped: int, num_steps: int) -> str | None:
+    """The end-of-run warning about optimizer steps skipped for lack of loss-bearing tokens.
+
+    A step is skipped when no micro-batch on any dp rank has a loss-bearing token (every shifted
+    label is -100): there is no loss to divide, the model is not updated, but the step's samples
+    and tokens are consumed (see ``skipped`` in metrics.jsonl).
+
+    Args:
+        num_skipped: skipped optimizer steps of this run (this process; a resumed run counts
+            from its checkpoint), in ``[0, num_steps]``.
+        num_steps: optimizer steps of this run.
+
+    Returns:
+        One line, or None when no step was skipped. It says "all" when every step was.
+
+    Raises:
+        ValueError: a count is negative or ``num_skipped > num_steps``.
+    """
+    if num_steps < 0 or not 0 <= num_skipped <= num_steps:
+        raise ValueError(f"need 0 <= num_skipped <= num_steps, got {num_skipped}, {num_steps}")
+    if num_skipped == 0:
+        return None
+    cause = (
+        "no loss-bearing tokens (every label is -100 after the shift), so they did not update "
+        "the model"
+    )
+    if num_skipped == num_steps:
+        return (
+            f"curriculum_ds: warning: ALL {num_steps} optimizer steps of this run were skipped: "
+            f"they had {cause}; check the data's labels (e.g. samples of one token, or a mask "
+            "that covers everything)"
+        )
+    return (
+        f"curriculum_ds: warning: {num_skipped} of {num_steps} optimizer steps of this run were "
+        f"skipped because they had {cause}"
+    )
+
+
+def _loss_postfix(loss: float | None) -> str:
+    """The progress bar's loss: 3 decimals, or "skipped" for a step without loss-bearing tokens."""
+    return "skipped" if loss is None else f"{loss:.3f}"
+
+
 class Trainer:
     """The training loop. Built after the environment is prepared (imports DeepSpeed)."""
 
@@ -240,6 +283,7 @@ class Trainer:
         loader: PhaseLoader | None = None
         phase_idx = self.schedule.phase_at(self.progress)
         start_step = self.global_step
+        self.num_skipped_steps = 0  # this run's steps without loss-bearing tokens (all ranks agree)
         last_log = time.perf_counter()
         while phase_idx < self.schedule.num_phases:
             if loader is None or loader.phase_idx != phase_idx:
@@ -263,6 +307,7 @@ class Trainer:
             batch = loader.next_global_batch(self.global_batch_size, probs)
             step_tokens = loader.batch_tokens(batch)
             result = self._train_step(loader, batch)
+            self.num_skipped_steps += int(result["skipped"])
             self.global_step += 1
             self.consumed_tokens += step_tokens
             self.consumed_samples += len(batch)
@@ -322,7 +367,7 @@ class Trainer:
                 progress_bar.update(self._progress_value(step_tokens, len(batch), loader))
                 progress_bar.set_postfix(
                     phase=phase.name,
-                    loss=f"{result['loss']:.3f}",
+                    loss=_loss_postfix(result["loss"]),
                     tok_s=f"{tokens_per_s:,.0f}",
                     refresh=False,
                 )
@@ -546,14 +591,20 @@ class Trainer:
         return num_samples / loader.samples_per_pass
 
     def _print_summary(self, start_step: int) -> None:
+        num_steps = self.global_step - start_step
         lines = [
             "",
             f"curriculum_ds: finished at step {self.global_step} "
-            f"({self.global_step - start_step} this run), "
+            f"({num_steps} this run), "
             f"{self.consumed_tokens:,} tokens, {self.consumed_samples:,} samples",
             f"  metrics:     {self.run_dir / 'metrics.jsonl'}",
             f"  checkpoints: {self.ckpt_dir}",
         ]
+        if self.num_skipped_steps:
+            lines.append(
+                f"  skipped:     {self.num_skipped_steps} of {num_steps} steps "
+                "(no loss-bearing tokens; `skipped` in metrics.jsonl)"
+            )
         if self.dynamic:
             lines.append(
                 f"  history:     {self.run_dir / 'curriculum_history.jsonl'}"
@@ -562,6 +613,9 @@ class Trainer:
         if self.args.trace_samples:
             lines.append(f"  trace:       {self.run_dir / 'sample_trace.jsonl'}")
         print("\n".join(lines), flush=True)
+        warning = skipped_steps_warning(self.num_skipped_steps, num_steps)
+        if warning is not None:
+            print(warning, file=sys.stderr, flush=True)
 
 
 def _unlink_shm_allreduce_buffer(dist: Any) -> None:

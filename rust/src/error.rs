@@ -52,6 +52,22 @@ pub enum Error {
     },
     /// Every bucket with positive probability is empty (`SamplingError`).
     NoMassOnNonEmptyBuckets,
+    /// A new bucket assignment is not over the sampler's samples (`SamplingError`).
+    SampleCountMismatch {
+        /// Length of the new assignment.
+        got: usize,
+        /// The sampler's number of samples `N`.
+        expected: usize,
+    },
+    /// A sampler counter would pass `2^64 - 1` (`SamplingError`); the sampler is unchanged.
+    CounterExhausted {
+        /// The counter (`num_draws`, `num_calls`, `generation`).
+        counter: &'static str,
+        /// Its value.
+        value: u64,
+        /// The increment that would pass the limit.
+        increment: u64,
+    },
     /// A saved state does not fit this object (`ValueError`).
     InvalidState {
         /// What does not fit, including the values.
@@ -96,6 +112,20 @@ impl fmt::Display for Error {
             Error::NoMassOnNonEmptyBuckets => write!(
                 f,
                 "all probability mass is on empty buckets; no index can be drawn"
+            ),
+            Error::SampleCountMismatch { got, expected } => write!(
+                f,
+                "bucket_idx: length {got}, but the sampler is over {expected} samples \
+                 (set_buckets re-buckets the same samples; build a new sampler for another set)"
+            ),
+            Error::CounterExhausted {
+                counter,
+                value,
+                increment,
+            } => write!(
+                f,
+                "{counter} = {value} + {increment} would pass the counter's limit 2**64 - 1; \
+                 the sampler cannot number more"
             ),
             Error::InvalidState { reason } => write!(f, "invalid state: {reason}"),
         }

@@ -27,7 +27,9 @@ fn to_py(e: &Error) -> PyErr {
         | Error::ZeroTotalWeight { .. }
         | Error::NotEnoughPositiveWeights { .. }
         | Error::BucketIndexOutOfRange { .. }
-        | Error::NoMassOnNonEmptyBuckets => SamplingError::new_err(msg),
+        | Error::NoMassOnNonEmptyBuckets
+        | Error::SampleCountMismatch { .. }
+        | Error::CounterExhausted { .. } => SamplingError::new_err(msg),
     }
 }
 
@@ -310,7 +312,7 @@ impl PyWeightedSampler {
     fn sample<'py>(&mut self, py: Python<'py>, k: i64) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let k = count(k, "k")?;
         let inner = &mut self.inner;
-        Ok(detach(py, || Ok(inner.sample(k)))?.into_pyarray(py))
+        Ok(detach(py, || inner.sample(k))?.into_pyarray(py))
     }
 
     #[getter]
@@ -381,6 +383,11 @@ impl PyBucketSampler {
         let idx = slice(&idx, "bucket_idx")?;
         let inner = &mut self.inner;
         detach(py, || inner.set_buckets(idx))
+    }
+
+    /// `N`, the number of samples of the bucket assignment (excluded ones included).
+    fn __len__(&self) -> usize {
+        self.inner.len()
     }
 
     fn counts<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {

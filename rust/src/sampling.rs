@@ -312,11 +312,25 @@ impl WeightedSampler {
     }
 
     /// The next `k` draws (indices into the weights).
-    pub fn sample(&mut self, k: usize) -> Vec<i64> {
+    ///
+    /// # Errors
+    /// `CounterExhausted` when `num_draws + k` would pass `u64::MAX`: the draw counter never
+    /// wraps, since a wrapped counter would repeat the stream from draw 0. On error the sampler
+    /// is unchanged.
+    pub fn sample(&mut self, k: usize) -> Result<Vec<i64>> {
+        let increment = k as u64; // usize is at most 64 bits
+        let end = self
+            .num_draws
+            .checked_add(increment)
+            .ok_or(Error::CounterExhausted {
+                counter: "num_draws",
+                value: self.num_draws,
+                increment,
+            })?;
         let mut out = buf::filled::<i64>(k);
         self.table.sample_into(self.seed, self.num_draws, &mut out);
-        self.num_draws += k as u64;
-        out
+        self.num_draws = end;
+        Ok(out)
     }
 }
 
@@ -498,6 +512,8 @@ pub fn epoch_permutation(n: usize, seed: u64, epoch: u64) -> Vec<i64> {
 #[derive(Clone, Debug)]
 pub struct BucketSampler {
     num_buckets: usize,
+    /// `N`, the length of the bucket assignment (excluded samples included); fixed for life.
+    num_samples: usize,
     seed: u64,
     num_calls: u64,
     generation: u64,
@@ -538,6 +554,7 @@ impl BucketSampler {
         crate::bucketing::check_num_buckets(num_buckets)?;
         let mut s = Self {
             num_buckets,
+            num_samples: bucket_idx.len(),
             seed,
             num_calls: 0,
             generation: 0,
@@ -606,14 +623,31 @@ impl BucketSampler {
         Ok(())
     }
 
-    /// Replace the bucket assignment: generation += 1, cursors and epochs reset.
+    /// Replace the bucket assignment of the same `N` samples: generation += 1, cursors and
+    /// epochs reset.
     ///
     /// # Errors
-    /// As [`BucketSampler::new`]; on error the sampler is unchanged.
+    /// `SampleCountMismatch` if its length is not the `N` the sampler was built with;
+    /// `BucketIndexOutOfRange` for a bad entry; `CounterExhausted` if `generation` is already
+    /// `u64::MAX`. On error the sampler is unchanged.
     pub fn set_buckets(&mut self, bucket_idx: &[i64]) -> Result<()> {
+        if bucket_idx.len() != self.num_samples {
+            return Err(Error::SampleCountMismatch {
+                got: bucket_idx.len(),
+                expected: self.num_samples,
+            });
+        }
+        let generation = self
+            .generation
+            .checked_add(1)
+            .ok_or(Error::CounterExhausted {
+                counter: "generation",
+                value: self.generation,
+                increment: 1,
+            })?;
         let mut next = self.clone_shell();
         next.assign(bucket_idx)?;
-        next.generation = self.generation + 1;
+        next.generation = generation;
         *self = next;
         Ok(())
     }
@@ -621,6 +655,7 @@ impl BucketSampler {
     fn clone_shell(&self) -> Self {
         Self {
             num_buckets: self.num_buckets,
+            num_samples: self.num_samples,
             seed: self.seed,
             num_calls: self.num_calls,
             generation: self.generation,
@@ -636,6 +671,16 @@ impl BucketSampler {
     /// Number of buckets.
     pub fn num_buckets(&self) -> usize {
         self.num_buckets
+    }
+
+    /// `N`, the number of samples the bucket assignment covers (excluded ones included).
+    pub fn len(&self) -> usize {
+        self.num_samples
+    }
+
+    /// Whether the sampler is over no sample at all.
+    pub fn is_empty(&self) -> bool {
+        self.num_samples == 0
     }
 
     /// Members per bucket.
@@ -753,7 +798,9 @@ impl BucketSampler {
     ///
     /// # Errors
     /// `InvalidArgument` if `probs.len() != num_buckets`; `InvalidWeight` for a negative, NaN or
-    /// infinite entry; `NoMassOnNonEmptyBuckets` when no non-empty bucket has positive mass.
+    /// infinite entry; `NoMassOnNonEmptyBuckets` when no non-empty bucket has positive mass;
+    /// `CounterExhausted` if `num_calls` is already `u64::MAX` (a restored state can hold it).
+    /// On error the sampler is unchanged.
     pub fn sample(&mut self, probs: &[f64], k: usize) -> Result<Vec<i64>> {
         if probs.len() != self.num_buckets {
             return Err(invalid_arg(
@@ -778,12 +825,20 @@ impl BucketSampler {
             Err(Error::ZeroTotalWeight { .. }) => return Err(Error::NoMassOnNonEmptyBuckets),
             Err(e) => return Err(e),
         };
+        let num_calls = self
+            .num_calls
+            .checked_add(1)
+            .ok_or(Error::CounterExhausted {
+                counter: "num_calls",
+                value: self.num_calls,
+                increment: 1,
+            })?;
         let mut rng = stream(
             self.seed,
             domain::BUCKET_CHOICE,
             &[self.generation, self.num_calls],
         );
-        self.num_calls += 1;
+        self.num_calls = num_calls;
         // Plan up to AHEAD draws (bucket choice, swap partner: these need no table reads) and
         // prefetch their partners, then apply the swaps in order. The result is exactly the
         // sequential algorithm's; the random reads of a block just overlap. An epoch roll waits
@@ -838,7 +893,7 @@ mod tests {
     fn golden_weighted_sampler_seed_1234() {
         let w: Vec<f64> = (1..=10).map(f64::from).collect();
         let mut s = WeightedSampler::new(&w, 1234).unwrap();
-        let got = s.sample(16);
+        let got = s.sample(16).unwrap();
         assert_eq!(got, GOLDEN_WEIGHTED);
     }
 
@@ -902,9 +957,9 @@ mod tests {
         let mut w = vec![0.0; 1000];
         w[999] = 1.0;
         let mut s = WeightedSampler::new(&w, 5).unwrap();
-        assert!(s.sample(1000).iter().all(|&i| i == 999));
+        assert!(s.sample(1000).unwrap().iter().all(|&i| i == 999));
         let mut s = WeightedSampler::new(&[f64::MAX, f64::MAX, 0.0], 5).unwrap();
-        let d = s.sample(1000);
+        let d = s.sample(1000).unwrap();
         assert!(d.iter().all(|&i| i < 2));
         assert!(d.contains(&0) && d.contains(&1));
     }
@@ -915,7 +970,7 @@ mod tests {
         let mut s = WeightedSampler::new(&w, 9).unwrap();
         let n = 200_000;
         let mut c = [0usize; 5];
-        for i in s.sample(n) {
+        for i in s.sample(n).unwrap() {
             c[i as usize] += 1;
         }
         for (i, &wi) in w.iter().enumerate() {
@@ -961,16 +1016,106 @@ mod tests {
         assert_eq!(s.sample(&[0.5, 0.5], 3).unwrap().len(), 3);
     }
 
+    #[test]
+    fn weighted_sampler_counter_never_wraps() {
+        let w: Vec<f64> = (1..=10).map(f64::from).collect();
+        let mut s = WeightedSampler::new(&w, 1234).unwrap();
+        s.num_draws = u64::MAX - 3;
+        let last = s.sample(3).unwrap();
+        assert_eq!(s.num_draws, u64::MAX);
+        // Counter-based: the same draws one at a time.
+        let mut t = WeightedSampler::new(&w, 1234).unwrap();
+        t.num_draws = u64::MAX - 3;
+        let one_by_one: Vec<i64> = (0..3).flat_map(|_| t.sample(1).unwrap()).collect();
+        assert_eq!(one_by_one, last);
+        let err = s.sample(1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "num_draws = {} + 1 would pass the counter's limit 2**64 - 1; the sampler \
+                 cannot number more",
+                u64::MAX
+            )
+        );
+        assert_eq!(s.num_draws, u64::MAX);
+        assert_eq!(s.sample(0).unwrap(), Vec::<i64>::new());
+        s.num_draws = u64::MAX - 1;
+        assert!(s.sample(2).is_err());
+        assert_eq!(s.num_draws, u64::MAX - 1);
+    }
+
+    #[test]
+    fn bucket_sampler_set_buckets_keeps_the_number_of_samples() {
+        let idx: Vec<i64> = (0..100).map(|i| i % 3).collect();
+        let probs = [0.2, 0.3, 0.5];
+        let mut s = BucketSampler::new(&idx, 3, 1).unwrap();
+        let mut twin = s.clone();
+        s.sample(&probs, 50).unwrap();
+        twin.sample(&probs, 50).unwrap();
+        let before = s.state();
+        for wrong in [0usize, 99, 101] {
+            let err = s.set_buckets(&vec![0; wrong]).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "bucket_idx: length {wrong}, but the sampler is over 100 samples \
+                     (set_buckets re-buckets the same samples; build a new sampler for another \
+                     set)"
+                )
+            );
+        }
+        assert_eq!(s.state(), before);
+        assert_eq!(s.len(), 100);
+        assert_eq!(s.counts(), vec![34, 33, 33]);
+        assert_eq!(
+            s.sample(&probs, 80).unwrap(),
+            twin.sample(&probs, 80).unwrap()
+        );
+        s.set_buckets(&vec![1; 100]).unwrap();
+        assert_eq!(s.counts(), vec![0, 100, 0]);
+        assert_eq!(s.state().generation, 1);
+    }
+
+    #[test]
+    fn bucket_sampler_counters_never_wrap() {
+        let idx: Vec<i64> = (0..10).map(|i| i % 2).collect();
+        let mut s = BucketSampler::new(&idx, 2, 1).unwrap();
+        let mut st = s.state();
+        st.num_calls = u64::MAX;
+        s.load_state(&st).unwrap();
+        assert_eq!(
+            s.sample(&[1.0, 1.0], 4).unwrap_err(),
+            Error::CounterExhausted {
+                counter: "num_calls",
+                value: u64::MAX,
+                increment: 1
+            }
+        );
+        assert_eq!(s.state(), st);
+        st.num_calls = 0;
+        st.generation = u64::MAX;
+        s.load_state(&st).unwrap();
+        assert_eq!(
+            s.set_buckets(&idx).unwrap_err(),
+            Error::CounterExhausted {
+                counter: "generation",
+                value: u64::MAX,
+                increment: 1
+            }
+        );
+        assert_eq!(s.state(), st);
+    }
+
     proptest! {
         #[test]
         fn weighted_counter_based(w in prop::collection::vec(0.0f64..10.0, 1..50), seed: u64,
                                   a in 0usize..3000, b in 0usize..3000) {
             prop_assume!(w.iter().any(|&x| x > 0.0));
             let mut s1 = WeightedSampler::new(&w, seed).unwrap();
-            let mut x = s1.sample(a);
-            x.extend(s1.sample(b));
+            let mut x = s1.sample(a).unwrap();
+            x.extend(s1.sample(b).unwrap());
             let mut s2 = WeightedSampler::new(&w, seed).unwrap();
-            let y = s2.sample(a + b);
+            let y = s2.sample(a + b).unwrap();
             prop_assert_eq!(&x, &y);
             prop_assert!(x.iter().all(|&i| i >= 0 && (i as usize) < w.len() && w[i as usize] > 0.0));
         }
