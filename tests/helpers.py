@@ -127,3 +127,14 @@ def trace(run_dir: Path) -> list[dict[str, Any]]:
 
 def history(run_dir: Path) -> list[dict[str, Any]]:
     return read_jsonl(run_dir / "curriculum_history.jsonl")
+
+
+def one_error_line(result: Any) -> str:
+    """The single line a CLI command (click ``CliRunner`` result) printed when it refused: exit 1,
+    no traceback, exactly one non-blank line."""
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[0]

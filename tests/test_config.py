@@ -15,6 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from curriculum_ds.config import (
+    MAX_GLOBAL_BATCH_SIZE,
+    MAX_PROPORTION,
+    MAX_SEQ_LEN,
     CurriculumConfig,
     Duration,
     DynamicConfig,
@@ -338,6 +341,38 @@ def test_max_seq_len_and_epoch_size_ranges() -> None:
     )
 
 
+def test_proportions_that_overflow_a_float_are_refused() -> None:
+    # 1e308 + 1e308 is inf, and normalising gives inf / inf = nan
+    def huge(s: dict[str, Any]) -> None:
+        for stream in s["schedule"][1]["train_loader"]["streams"]:
+            stream["proportion"] = 1e308
+
+    assert refused(huge) == (
+        'curriculum.schedule[1] ("mix").train_loader.streams[0].proportion: must be <= 1e+15, '
+        "got 1e+308 (+1 more error)"
+    )
+    section = base_section()
+    for stream in section["schedule"][1]["train_loader"]["streams"]:
+        stream["proportion"] = MAX_PROPORTION
+    streams = parse_curriculum(section).schedule[1].train_loader.streams
+    weights = np.array([s.proportion for s in streams])
+    assert np.all(np.isfinite(weights / weights.sum()))
+
+
+def test_max_seq_len_upper_bound() -> None:
+    loader = lambda s: s["schedule"][1]["train_loader"]  # noqa: E731
+    assert refused(lambda s: loader(s).__setitem__("max_seq_len", 10**12)) == (
+        'curriculum.schedule[1] ("mix").train_loader.max_seq_len: must be <= 1048576, '
+        "got 1000000000000"
+    )
+    assert refused(lambda s: loader(s).__setitem__("max_seq_len", MAX_SEQ_LEN + 1)).endswith(
+        "must be <= 1048576, got 1048577"
+    )
+    section = base_section()
+    section["schedule"][1]["train_loader"]["max_seq_len"] = MAX_SEQ_LEN
+    assert parse_curriculum(section).schedule[1].train_loader.max_seq_len == 2**20
+
+
 def test_seed_and_loss_weighting() -> None:
     assert refused(lambda s: s.__setitem__("seed", -1)) == "curriculum.seed: must be >= 0, got -1"
     assert refused(lambda s: s.__setitem__("seed", 2**63)) == (
@@ -497,6 +532,47 @@ def test_batch_keys_are_checked_at_load(tmp_path: Path, ds: dict[str, Any], patt
         load_config(path)
 
 
+def test_micro_batch_that_cannot_fit_memory_is_refused_at_load(tmp_path: Path) -> None:
+    # the mix phase has max_seq_len 1024: 2^14 samples is 2^24 tokens per micro-batch
+    assert load_config(write_config(tmp_path, ds_with(base_section()))).micro_batch_size == 4
+    ok = {**ds_with(base_section()), "train_micro_batch_size_per_gpu": 2**14}
+    assert load_config(write_config(tmp_path, ok)).micro_batch_size == 2**14
+    huge = {**ds_with(base_section()), "train_micro_batch_size_per_gpu": 10**6}
+    with pytest.raises(ConfigError) as info:
+        load_config(write_config(tmp_path, huge))
+    assert str(info.value) == (
+        "train_micro_batch_size_per_gpu: 1000000 samples × max_seq_len 1024 "
+        '(curriculum.schedule[1] ("mix")) = 1,024,000,000 tokens per micro-batch, more than '
+        "16,777,216 (2^24); use a "
+        "smaller micro-batch and more gradient_accumulation_steps"
+    )
+
+
+def test_global_batch_upper_bound(tmp_path: Path) -> None:
+    too_many = ds_with(base_section(), gradient_accumulation_steps=2**23)
+    with pytest.raises(
+        ConfigError,
+        match=(
+            r"^gradient_accumulation_steps: 8388608 × train_micro_batch_size_per_gpu 4 = "
+            r"33,554,432 samples per optimizer step per rank, more than 16,777,216 \(2\^24\)$"
+        ),
+    ):
+        load_config(write_config(tmp_path, too_many))
+    run = load_config(
+        write_config(tmp_path, ds_with(base_section(), gradient_accumulation_steps=2**20))
+    )
+    assert run.global_batch_size(4) == MAX_GLOBAL_BATCH_SIZE
+    with pytest.raises(
+        ConfigError,
+        match=(
+            r"^train_batch_size: train_micro_batch_size_per_gpu 4 × gradient_accumulation_steps "
+            r"1048576 × dp_world_size 8 = 33,554,432 samples per optimizer step, more than "
+            r"16,777,216 \(2\^24\)$"
+        ),
+    ):
+        run.global_batch_size(8)
+
+
 def test_train_batch_size_must_match_world_size(tmp_path: Path) -> None:
     ds = ds_with(base_section(), gradient_accumulation_steps=2, train_batch_size=16)
     run = load_config(write_config(tmp_path, ds))
@@ -635,6 +711,71 @@ def test_streams_must_share_one_vocabulary(data_dir: Path, monkeypatch: pytest.M
         check_streams(parse_curriculum(base_section()))
     vocab["data/long"] = None  # type: ignore[assignment]  # unknown tokenizer: not compared
     check_streams(parse_curriculum(base_section()))
+
+
+def _model_dir(root: Path, vocab_size: int) -> Path:
+    folder = root / f"model{vocab_size}"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"vocab_size": vocab_size}))
+    return folder
+
+
+def test_check_streams_vocab_size_from_model_or_strict(data_dir: Path) -> None:
+    # data/short and data/long are foreign MDS data (no vocab_size), ids 0..8 and 0..49
+    cfg = parse_curriculum(base_section())
+    check_streams(cfg)  # train's check: it does not know --model, so nothing to compare
+    with pytest.raises(
+        ConfigError,
+        match=(
+            r'^curriculum\.schedule\[0\] \("short"\)\.train_loader\.streams\[0\]\.local: '
+            r'"data/short" has no vocab_size \(no stream of the schedule was made by '
+            r"`curriculum-ds prepare`\); pass --model DIR, the local HF model folder the run will "
+            r"use$"
+        ),
+    ):
+        check_streams(cfg, strict=True)
+    check_streams(cfg, model=_model_dir(data_dir, 50), strict=True)
+    model = _model_dir(data_dir, 49)
+    with pytest.raises(
+        ConfigError,
+        match=(
+            r'^curriculum\.schedule\[1\] \("mix"\)\.train_loader\.streams\[1\]\.local: '
+            r'"data/long" holds token id 49, out of range for vocab_size 49 \(of --model '
+            rf"{re.escape(str(model))}\); ids must be < vocab_size$"
+        ),
+    ):
+        check_streams(cfg, model=model)
+    path = write_config(data_dir, ds_with(base_section()))
+    with pytest.raises(ConfigError, match=r'"data/long" holds token id 49'):
+        load_config(path, check_data=True, model=model)
+
+
+def test_check_streams_recorded_token_range(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import curriculum_ds.config as config_module
+
+    class Info:
+        def __init__(self, max_token_id: int | None) -> None:
+            self.vocab_size = 256
+            self.max_token_id = max_token_id
+            self.metrics = {"num_tokens": np.array([5, 7, 9])}
+
+    recorded = {"data/short": 255, "data/long": 300}
+    monkeypatch.setattr(
+        config_module, "read_stream_info_checked", lambda local: Info(recorded[local])
+    )
+    with pytest.raises(
+        ConfigError,
+        match=(
+            r'^curriculum\.schedule\[1\] \("mix"\)\.train_loader\.streams\[1\]\.local: '
+            r'"data/long" holds token id 300, out of range for vocab_size 256 \(recorded by '
+            r"`curriculum-ds prepare`\); ids must be < vocab_size$"
+        ),
+    ):
+        check_streams(parse_curriculum(base_section()))  # even without strict: its own vocab
+    recorded["data/long"] = 255
+    check_streams(parse_curriculum(base_section()), strict=True)
 
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

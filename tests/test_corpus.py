@@ -120,3 +120,15 @@ def test_errors(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"^stdlib corpus: the 'hard' mix is empty"):
         build_stdlib_corpus(tmp_path / "out2", stdlib=short)
     assert not (tmp_path / "out2").exists()
+
+
+def test_docstring_with_lone_surrogate_is_skipped(tmp_path: Path) -> None:
+    lib = fake_stdlib(tmp_path / "lib")
+    # a "\ud800" escape is valid Python but not text: it cannot be written as UTF-8 JSONL
+    (lib / "surrogate.py").write_text(
+        '"""A module docstring with a lone \\ud800 surrogate escape inside."""\n'
+    )
+    mixes = build_stdlib_corpus(tmp_path / "out", stdlib=lib)
+    easy = records(mixes["easy"])
+    assert "surrogate" not in {r["source"] for r in easy}
+    assert sorted(r["source"] for r in easy) == ["pkg", "pkg.Thing", "pkg.Thing.get"]

@@ -312,7 +312,7 @@ def _bad_jsonl(tmp_path: Path, body: str) -> list[Path]:
         (
             lambda p: [write(p / "in" / "bin.txt", b"ok\xff\xfe")],
             {},
-            r"bin\.txt: not UTF-8 text \(invalid byte at offset 2\)$",
+            r"bin\.txt:1: not UTF-8 text \(invalid byte at offset 2\)$",
         ),
         (
             lambda p: _bad_jsonl(p, '{"text": "ok"}\n{"txt": "oops", "id": 1}\n'),
@@ -382,6 +382,77 @@ def test_refuses_non_empty_out(tmp_path: Path) -> None:
         prepare([src], tmp_path / "file_out")
 
 
+def test_jsonl_lone_surrogate_names_file_and_line(tmp_path: Path) -> None:
+    # json.loads turns the escape "\\ud800" into a lone surrogate, which no tokenizer can encode
+    src = write(tmp_path / "in" / "bad.jsonl", '{"text": "ok"}\n\n{"text": "bad \\ud800 x"}\n')
+    before = set(names(tmp_path))
+    with pytest.raises(
+        DataError,
+        match=(
+            r"^.*bad\.jsonl:3: field 'text' is not valid Unicode "
+            r"\(lone surrogate U\+D800 at character 4\)$"
+        ),
+    ):
+        prepare([src], tmp_path / "ds")
+    assert_nothing_written(tmp_path, tmp_path / "ds", before)
+
+
+def test_undecodable_text_names_file_and_line(tmp_path: Path) -> None:
+    jsonl = write(tmp_path / "in" / "d.jsonl", b'{"text": "a"}\n{"text": "b"}\n{"text": "\xff"}\n')
+    txt = write(tmp_path / "in" / "d.txt", b"line one\nline two\r\nbad \xc3\x28 here\n")
+    before = set(names(tmp_path))
+    with pytest.raises(
+        DataError, match=r"d\.jsonl:3: not UTF-8 text \(invalid byte at offset 38\)$"
+    ):
+        prepare([jsonl], tmp_path / "ds")
+    with pytest.raises(DataError, match=r"d\.txt:3: not UTF-8 text \(invalid byte at offset 23\)$"):
+        prepare([txt], tmp_path / "ds")
+    assert_nothing_written(tmp_path, tmp_path / "ds", before)
+
+
+@pytest.mark.parametrize("out", ["corpus/mds", "corpus/sub/deeper/mds", "corpus", "link/mds"])
+def test_out_inside_an_input_folder_is_refused(tmp_path: Path, out: str) -> None:
+    # a later run over corpus/ would read the shards, index.json and metadata back as documents
+    corpus = tmp_path / "corpus"
+    write(corpus / "a.txt", "alpha")
+    write(corpus / "sub" / "b.txt", "beta")
+    (tmp_path / "link").symlink_to(corpus)
+    before = set(names(tmp_path))
+    before_corpus = sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*"))
+    with pytest.raises(
+        DataError,
+        match=(
+            r"^output folder .*corpus(/mds|/sub/deeper/mds)? is inside the input folder "
+            r".*corpus: its shards would be read back as documents; choose an output folder "
+            r"outside the inputs$"
+        ),
+    ):
+        prepare([corpus], tmp_path / out)
+    assert set(names(tmp_path)) == before
+    assert sorted(p.relative_to(corpus).as_posix() for p in corpus.rglob("*")) == before_corpus
+    # beside the input folder, or next to an input file, is fine
+    prepare([corpus], tmp_path / "mds")
+    prepare([corpus / "a.txt"], corpus / "only_a")
+    assert read_stream_info(corpus / "only_a").num_samples == 1
+
+
+def test_meta_records_max_token_id_and_old_meta_stays_readable(tmp_path: Path) -> None:
+    src = write(tmp_path / "a.txt", "hello world")
+    prepare([src], tmp_path / "ds", max_seq_len=4)
+    meta_path = tmp_path / "ds" / "curriculum_meta.json"
+    meta = json.loads(meta_path.read_text())
+    rows = read_all(tmp_path / "ds")
+    assert meta["max_token_id"] == max(int(r["input_ids"].max()) for r in rows) == 256  # EOS
+    info = read_stream_info(tmp_path / "ds")
+    assert (info.min_token_id, info.max_token_id) == (None, 256)
+    del meta["max_token_id"]  # a dataset prepared before the field existed
+    meta_path.write_text(json.dumps(meta))
+    assert read_stream_info(tmp_path / "ds").max_token_id is None
+    meta_path.write_text(json.dumps({**meta, "max_token_id": "256"}))
+    with pytest.raises(DataError, match=r"field 'max_token_id' must be an integer$"):
+        read_stream_info(tmp_path / "ds")
+
+
 def test_unreadable_named_file_is_an_error_but_skipped_in_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -431,6 +502,7 @@ def test_read_stream_info_plain_mds(tmp_path: Path) -> None:
     assert list(info.metrics) == ["num_tokens"]
     assert info.metrics["num_tokens"].dtype == np.int64
     np.testing.assert_array_equal(info.metrics["num_tokens"], lengths)
+    assert (info.min_token_id, info.max_token_id) == (0, 11)  # foreign data is read whole
 
 
 def test_read_stream_info_errors(tmp_path: Path) -> None:

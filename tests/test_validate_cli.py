@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import make_dataset, ragged_docs, write_ds_config
+from helpers import make_dataset, one_error_line, ragged_docs, write_ds_config
 
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import parse_curriculum
@@ -61,15 +61,6 @@ def _curriculum(data: dict[str, Path]) -> dict[str, Any]:
 
 def _invoke(*args: str) -> Any:
     return CliRunner().invoke(cli_main, ["validate", *args])
-
-
-def _one_error_line(result: Any) -> str:
-    assert result.exit_code == 1, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def test_validate_good_config_prints_the_schedule(data, tmp_path):
@@ -132,6 +123,16 @@ BAD = [
         _edit(["dynamic"], {"enabled": True, "temperature": 0}),
         "curriculum.dynamic.temperature",
     ),
+    (
+        "overflowing proportion",
+        _edit(["schedule", 1, "train_loader", "streams", 1, "proportion"], 1e308),
+        'curriculum.schedule[1] ("mix").train_loader.streams[1].proportion: must be <= 1e+15',
+    ),
+    (
+        "absurd max_seq_len",
+        _edit(["schedule", 1, "train_loader", "max_seq_len"], 10**12),
+        'curriculum.schedule[1] ("mix").train_loader.max_seq_len: must be <= 1048576',
+    ),
 ]
 
 
@@ -140,17 +141,28 @@ def test_validate_bad_config_one_line_exit_1(data, tmp_path, what, edit, where):
     curriculum = _curriculum(data)
     edit(curriculum)
     cfg = write_ds_config(tmp_path / "ds.json", curriculum)
-    line = _one_error_line(_invoke(str(cfg)))
+    line = one_error_line(_invoke(str(cfg)))
     assert where in line, (what, line)
+
+
+def test_validate_micro_batch_too_large_one_line(data, tmp_path):
+    cfg = write_ds_config(
+        tmp_path / "ds.json", _curriculum(data), train_micro_batch_size_per_gpu=10**6
+    )
+    line = one_error_line(_invoke(str(cfg)))
+    assert line.startswith(
+        "Error: train_micro_batch_size_per_gpu: 1000000 samples × max_seq_len 96"
+    )
+    assert "more than 16,777,216 (2^24)" in line
 
 
 def test_validate_unreadable_file_one_line(tmp_path):
     bad = tmp_path / "ds.json"
     bad.write_text("{not json")
-    _one_error_line(_invoke(str(bad)))
-    _one_error_line(_invoke(str(tmp_path / "missing.json")))
+    one_error_line(_invoke(str(bad)))
+    one_error_line(_invoke(str(tmp_path / "missing.json")))
     bad.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2}))  # no curriculum section
-    assert "curriculum" in _one_error_line(_invoke(str(bad)))
+    assert "curriculum" in one_error_line(_invoke(str(bad)))
 
 
 # ------------------------------------------------------------------------------ --resume-from
@@ -233,7 +245,7 @@ def test_resume_from_refused_edit_one_line(data, tmp_path, what, edit, where):
     new = copy.deepcopy(old)
     edit(new)
     new_s = json.dumps(new).replace('"LONG"', json.dumps(str(data["long"])))
-    line = _one_error_line(_verdict(data, tmp_path, old, json.loads(new_s)))
+    line = one_error_line(_verdict(data, tmp_path, old, json.loads(new_s)))
     assert where in line, (what, line)
 
 
@@ -273,5 +285,5 @@ def test_resume_from_checkpoint_without_curriculum(data, tmp_path):
 def test_resume_from_not_a_checkpoint_one_line(data, tmp_path):
     cfg = write_ds_config(tmp_path / "ds.json", _curriculum(data))
     (tmp_path / "empty").mkdir()
-    line = _one_error_line(_invoke(str(cfg), "--resume-from", str(tmp_path / "empty")))
+    line = one_error_line(_invoke(str(cfg), "--resume-from", str(tmp_path / "empty")))
     assert "not a DeepSpeed checkpoint folder" in line

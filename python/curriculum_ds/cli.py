@@ -79,12 +79,22 @@ def prepare(inputs: tuple[Path, ...], out: Path, tokenizer: Path | None, max_seq
 @click.option(
     "--num-gpus", default=1, show_default=True, help="data-parallel ranks, for the step estimate"
 )
-def validate(ds_config: Path, resume_from: Path | None, num_gpus: int) -> None:
-    """Check a ds_config's `curriculum` section (and its data); print the schedule."""
+@click.option(
+    "--model",
+    default=None,
+    help="the local HF model folder the run will get (its vocab_size bounds the token ids); "
+    "default: the small GPT-2 sized to the data's recorded vocab_size",
+)
+def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: str | None) -> None:
+    """Check a ds_config's `curriculum` section and its data; print the schedule.
+
+    The data checks: every shard file matches its index (size, recorded hashes, header), a probe
+    of samples decodes, and the token ids fit the vocabulary the run will use.
+    """
     from curriculum_ds.config import load_config
     from curriculum_ds.schedule import describe_schedule
 
-    run = load_config(ds_config, check_data=True)
+    run = load_config(ds_config, check_data=True, model=model, strict=True)
     verdict = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
         from curriculum_ds.checkpoint import resume_verdict

@@ -10,6 +10,10 @@ name, e.g. ``curriculum.schedule[1] ("mix").duration: expected "<int>tok" or "<n
 "12 tokens"``. pydantic's structured errors are converted into that form in one place
 (:func:`_format_validation_error`); nothing here ever surfaces a traceback or a tuple.
 
+Sizes have documented upper bounds (:data:`MAX_SEQ_LEN`, :data:`MAX_PROPORTION`,
+:data:`MAX_MICRO_BATCH_TOKENS`, :data:`MAX_GLOBAL_BATCH_SIZE`): a value past them cannot train on
+any machine (or overflows a float), and is refused here rather than inside the ranks.
+
 Validation is deterministic and touches no RNG. Only :func:`check_streams` reads the file system
 beyond the config file itself.
 """
@@ -44,6 +48,10 @@ if TYPE_CHECKING:
     from curriculum_ds.data import StreamInfo
 
 __all__ = [
+    "MAX_GLOBAL_BATCH_SIZE",
+    "MAX_MICRO_BATCH_TOKENS",
+    "MAX_PROPORTION",
+    "MAX_SEQ_LEN",
     "CurriculumConfig",
     "Duration",
     "DynamicConfig",
@@ -56,9 +64,23 @@ __all__ = [
     "parse_curriculum",
     "read_stream_info_checked",
     "stream_infos",
+    "verify_stream_checked",
 ]
 
 DurationUnit = Literal["tok", "ep"]
+
+MAX_SEQ_LEN = 2**20
+"""Largest ``max_seq_len`` accepted, in tokens per sample (1,048,576)."""
+MAX_PROPORTION = 1e15
+"""Largest stream ``proportion`` accepted: sums of proportions stay finite (1e308 + 1e308 is
+inf, and inf / inf is NaN) and exact enough to normalise."""
+MAX_MICRO_BATCH_TOKENS = 2**24
+"""Largest micro-batch accepted, in tokens per dp rank: ``train_micro_batch_size_per_gpu`` × the
+schedule's largest ``max_seq_len`` (16,777,216; the logits alone of such a micro-batch take
+terabytes)."""
+MAX_GLOBAL_BATCH_SIZE = 2**24
+"""Largest global batch accepted, in samples per optimizer step across dp ranks (16,777,216);
+every rank draws the whole global batch each step."""
 
 _TOK_RE = re.compile(r"^([0-9]+)tok$")
 _EP_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?|\.[0-9]+)ep$")
@@ -199,8 +221,9 @@ class StreamConfig(_Model):
     local: str = Field(min_length=1)
     """Path to a prepared MDS dataset directory (holds ``index.json``); a relative path is
     relative to the current working directory of every rank."""
-    proportion: float = Field(default=1.0, gt=0)
-    """Relative share of this stream in the datamix (> 0; normalised over the loader's streams)."""
+    proportion: float = Field(default=1.0, gt=0, le=MAX_PROPORTION)
+    """Relative share of this stream in the datamix, in (0, 1e15] (normalised over the loader's
+    streams; the bound keeps their sum finite)."""
     name: str | None = Field(default=None, min_length=1)
     """Stream name used in traces and metrics; defaults to the final path component of
     ``local``. Unique within one loader."""
@@ -224,8 +247,8 @@ class LoaderConfig(_Model):
 
     streams: list[StreamConfig] = Field(min_length=1)
     """The datamix: one or more streams with their proportions."""
-    max_seq_len: int = Field(default=1024, ge=2)
-    """Maximum tokens per sample (per sequence); longer samples are truncated."""
+    max_seq_len: int = Field(default=1024, ge=2, le=MAX_SEQ_LEN)
+    """Maximum tokens per sample (per sequence), in [2, 2^20]; longer samples are truncated."""
     epoch_size: int | None = Field(default=None, ge=1)
     """Samples per pass over the datamix (global, all dp ranks); None = the sum of the streams'
     sample counts."""
@@ -412,9 +435,10 @@ def _error_message(err: Any, loc: tuple[str | int, ...]) -> str:
     if kind in bounds:
         op, key = bounds[kind]
         bound = ctx.get(key)
-        if isinstance(bound, float) and bound.is_integer():
+        if isinstance(bound, float) and bound.is_integer() and abs(bound) < 1e6:
             bound = int(bound)
-        return f"must be {op} {bound}, got {_show(got)}"
+        shown = f"{bound:g}" if isinstance(bound, float) else bound  # 1e15, not 1000000000000000.0
+        return f"must be {op} {shown}, got {_show(got)}"
     if kind == "string_too_short":
         return f"must not be empty, got {_show(got)}"
     if kind == "too_short":
@@ -508,27 +532,72 @@ class RunConfig:
 
     @property
     def micro_batch_size(self) -> int:
-        """``train_micro_batch_size_per_gpu``: samples per micro-batch per dp rank (required)."""
+        """``train_micro_batch_size_per_gpu``: samples per micro-batch per dp rank (required).
+
+        At most :data:`MAX_MICRO_BATCH_TOKENS` (2^24) tokens per micro-batch with the schedule's
+        largest ``max_seq_len`` (checked by :func:`load_config`).
+        """
         return _positive_int(self.ds_config, "train_micro_batch_size_per_gpu", None)
 
     @property
     def gradient_accumulation_steps(self) -> int:
-        """Micro-batches per optimizer step per dp rank (default 1)."""
+        """Micro-batches per optimizer step per dp rank (default 1).
+
+        ``micro_batch_size × gradient_accumulation_steps`` is at most
+        :data:`MAX_GLOBAL_BATCH_SIZE` (2^24) samples (checked by :func:`load_config`).
+        """
         return _positive_int(self.ds_config, "gradient_accumulation_steps", 1)
+
+    def check_batch_sizes(self) -> None:
+        """Refuse a micro-batch or an accumulated batch too large to train on any machine.
+
+        Raises:
+            ConfigError: ``train_micro_batch_size_per_gpu`` × the largest ``max_seq_len`` of the
+                schedule exceeds :data:`MAX_MICRO_BATCH_TOKENS` tokens, or
+                ``gradient_accumulation_steps`` × the micro batch size exceeds
+                :data:`MAX_GLOBAL_BATCH_SIZE` samples (one rank's share of a global batch).
+        """
+        mbs, gas = self.micro_batch_size, self.gradient_accumulation_steps
+        phase_idx, phase = max(
+            enumerate(self.curriculum.schedule), key=lambda p: p[1].train_loader.max_seq_len
+        )
+        seq = phase.train_loader.max_seq_len
+        if mbs * seq > MAX_MICRO_BATCH_TOKENS:
+            raise ConfigError(
+                f"train_micro_batch_size_per_gpu: {mbs} samples × max_seq_len {seq} "
+                f"(curriculum.schedule[{phase_idx}] ({_show(phase.name)})) = {mbs * seq:,} "
+                f"tokens per micro-batch, more than {MAX_MICRO_BATCH_TOKENS:,} (2^24); use a "
+                "smaller micro-batch and more gradient_accumulation_steps"
+            )
+        if mbs * gas > MAX_GLOBAL_BATCH_SIZE:
+            raise ConfigError(
+                f"gradient_accumulation_steps: {gas} × train_micro_batch_size_per_gpu {mbs} = "
+                f"{mbs * gas:,} samples per optimizer step per rank, more than "
+                f"{MAX_GLOBAL_BATCH_SIZE:,} (2^24)"
+            )
 
     def global_batch_size(self, dp_world_size: int) -> int:
         """Samples per optimizer step, global across dp ranks.
 
-        Equals ``micro_batch_size × gradient_accumulation_steps × dp_world_size``.
+        Equals ``micro_batch_size × gradient_accumulation_steps × dp_world_size``, at most
+        :data:`MAX_GLOBAL_BATCH_SIZE` (2^24).
 
         Raises:
-            ConfigError: ``train_batch_size`` is given and differs from that product.
+            ConfigError: ``train_batch_size`` is given and differs from that product, or the
+                product exceeds :data:`MAX_GLOBAL_BATCH_SIZE`.
             ValueError: ``dp_world_size`` < 1.
         """
         if dp_world_size < 1:
             raise ValueError(f"dp_world_size must be >= 1, got {dp_world_size}")
         mbs, gas = self.micro_batch_size, self.gradient_accumulation_steps
         product = mbs * gas * dp_world_size
+        if product > MAX_GLOBAL_BATCH_SIZE:
+            raise ConfigError(
+                f"train_batch_size: train_micro_batch_size_per_gpu {mbs} × "
+                f"gradient_accumulation_steps {gas} × dp_world_size {dp_world_size} = "
+                f"{product:,} samples per optimizer step, more than {MAX_GLOBAL_BATCH_SIZE:,} "
+                "(2^24)"
+            )
         if "train_batch_size" in self.ds_config:
             given = _positive_int(self.ds_config, "train_batch_size", None)
             if given != product:
@@ -540,19 +609,31 @@ class RunConfig:
         return product
 
 
-def load_config(path: str | Path, *, check_data: bool = False) -> RunConfig:
-    """Read a ds_config JSON file and validate its ``curriculum`` section.
+def load_config(
+    path: str | Path,
+    *,
+    check_data: bool = False,
+    model: str | Path | None = None,
+    strict: bool = False,
+) -> RunConfig:
+    """Read a ds_config JSON file and validate its ``curriculum`` section and batch sizes.
 
     Args:
         path: the ds_config JSON file.
-        check_data: also run :func:`check_streams` (every stream exists and is an MDS dataset).
+        check_data: also run :func:`check_streams` (every stream exists and is an MDS dataset
+            whose shards match its index, whose token ids fit the vocabulary when it is known).
+        model: with ``check_data``: the ``--model`` folder the run will use; see
+            :func:`check_streams`.
+        strict: with ``check_data``: the checks of ``curriculum-ds validate``; see
+            :func:`check_streams`.
 
     Returns:
         The RunConfig (DeepSpeed part without ``curriculum``, validated curriculum, path).
 
     Raises:
-        ConfigError: one line naming the file (missing, unreadable, bad JSON with line:col) or
-            the JSON path of the invalid field.
+        ConfigError: one line naming the file (missing, unreadable, bad JSON with line:col), the
+            JSON path of the invalid field, or the batch-size key that is too large
+            (:meth:`RunConfig.check_batch_sizes`).
     """
     path = Path(path)
     try:
@@ -572,9 +653,9 @@ def load_config(path: str | Path, *, check_data: bool = False) -> RunConfig:
     curriculum = parse_curriculum(raw["curriculum"])
     ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
     run = RunConfig(ds_config=ds_config, curriculum=curriculum, path=path)
-    _ = run.micro_batch_size, run.gradient_accumulation_steps  # validate them now
+    run.check_batch_sizes()  # also validates the two keys' types
     if check_data:
-        check_streams(curriculum)
+        check_streams(curriculum, model=model, strict=strict)
     return run
 
 
@@ -599,17 +680,26 @@ def read_stream_info_checked(local: str) -> StreamInfo:
 def stream_infos(cfg: CurriculumConfig) -> dict[str, Any]:
     """Read every distinct stream's info once, keyed by its ``local`` string.
 
+    Each stream's shard files are checked first (:func:`verify_stream_checked`, no hashes).
+
     Raises:
-        ConfigError: naming the first stream (JSON path and phase) that is missing or unreadable.
+        ConfigError: naming the first stream (JSON path and phase) that is missing or unreadable
+            (a shard file missing, truncated or corrupt).
     """
+    return _read_streams(cfg, verify_hashes=False)[0]
+
+
+def _read_streams(
+    cfg: CurriculumConfig, *, verify_hashes: bool
+) -> tuple[dict[str, Any], dict[str, tuple[int, int] | None]]:
+    """Each distinct stream's info and probed token-id range, keyed by ``local``; see above."""
     infos: dict[str, Any] = {}
+    token_ranges: dict[str, tuple[int, int] | None] = {}
     for i, phase in enumerate(cfg.schedule):
         for j, stream in enumerate(phase.train_loader.streams):
             if stream.local in infos:
                 continue
-            where = (
-                f"curriculum.schedule[{i}] ({_show(phase.name)}).train_loader.streams[{j}].local"
-            )
+            where = f"{_stream_path(i, phase, j)}.local"
             if not Path(stream.local).exists():
                 raise ConfigError(f"{where}: {_show(stream.local)} does not exist")
             if not Path(stream.local).is_dir():
@@ -620,54 +710,174 @@ def stream_infos(cfg: CurriculumConfig) -> dict[str, Any]:
                     "build one with `curriculum-ds prepare`)"
                 )
             try:
+                # the shards first: reading a foreign dataset's info decodes every sample
+                token_ranges[stream.local] = verify_stream_checked(
+                    stream.local, verify_hashes=verify_hashes
+                )
                 infos[stream.local] = read_stream_info_checked(stream.local)
             except DataError as exc:
                 detail = str(exc).replace("\n", " ")
                 raise ConfigError(
                     f"{where}: {_show(stream.local)} is not a readable MDS dataset: {detail}"
                 ) from None
-    return infos
+    return infos, token_ranges
 
 
-def check_streams(cfg: CurriculumConfig) -> None:
-    """Check that every stream is a readable MDS dataset with the metrics the config needs.
+def verify_stream_checked(local: str, *, verify_hashes: bool = False) -> tuple[int, int] | None:
+    """``curriculum_ds.data.verify_stream(local)``: shard files and a probe of decoded samples.
 
-    Streams made by ``curriculum-ds prepare`` must all share one vocabulary size (one
-    tokenizer); streams of unknown vocabulary are not compared. Relative ``local`` paths are
-    resolved against the current working directory.
+    Imported lazily, like :func:`read_stream_info_checked`.
+
+    Returns:
+        ``(min_id, max_id)`` of the probed samples' token ids, or ``None`` when they hold none.
+
+    Raises:
+        DataError: naming the shard file that is missing, truncated, corrupt or undecodable.
+    """
+    from curriculum_ds.data import verify_stream
+
+    return verify_stream(local, verify_hashes=verify_hashes)
+
+
+def _model_vocab_size(model: str | Path) -> int:
+    """``vocab_size`` of a local HF model folder's ``config.json`` (or of its ``text_config``).
+
+    Raises:
+        ConfigError: ``--model ...``: not a folder, no readable config.json, no vocab_size.
+    """
+    folder = Path(model)
+    if not folder.is_dir():
+        raise ConfigError(f"--model {model}: not a local model folder (no download at run time)")
+    path = folder / "config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--model {model}: no config.json in the model folder") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        detail = str(exc).replace("\n", " ")
+        raise ConfigError(f"--model {model}: cannot read config.json: {detail}") from None
+    vocab = raw.get("vocab_size") if isinstance(raw, dict) else None
+    if vocab is None and isinstance(raw, dict) and isinstance(raw.get("text_config"), dict):
+        vocab = raw["text_config"].get("vocab_size")
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
+        raise ConfigError(
+            f"--model {model}: config.json has no positive integer vocab_size, got {_show(vocab)}"
+        )
+    return vocab
+
+
+def _stream_path(i: int, phase: PhaseConfig, j: int) -> str:
+    return f"curriculum.schedule[{i}] ({_show(phase.name)}).train_loader.streams[{j}]"
+
+
+def check_streams(
+    cfg: CurriculumConfig, *, model: str | Path | None = None, strict: bool = False
+) -> None:
+    """Check that every stream is a readable, intact MDS dataset that the run's model can read.
+
+    * Each stream's shard files must match its ``index.json`` and a probe of its samples must
+      decode (:func:`curriculum_ds.data.verify_stream`; with ``strict``, recorded shard hashes
+      are verified too, which reads every hashed shard once).
+    * Streams made by ``curriculum-ds prepare`` must all share one vocabulary size (one
+      tokenizer); streams of unknown vocabulary are not compared.
+    * Token ids (a stream's recorded or scanned range, and its probed samples) must be in
+      ``[0, vocab_size)`` of the embedding that will read them: ``model``'s ``config.json``
+      ``vocab_size`` when ``model`` is given; else, with ``strict`` (the run gets no ``--model``
+      and builds its default model sized to the recorded ``vocab_size``), that recorded size;
+      else each stream's own recorded ``vocab_size`` (a stream of unknown vocabulary is then not
+      range-checked: the run may be given a ``--model`` this check does not know).
+    * With ``strict`` and no ``model``, at least one stream must record its ``vocab_size``
+      (else the run needs ``--model``).
+    * With dynamic re-weighting, every stream must have the ``static_metric`` column.
+
+    Relative ``local`` paths are resolved against the current working directory. Reads the
+    streams' metadata, shard headers and a few samples; deterministic.
+
+    Args:
+        cfg: The validated curriculum.
+        model: The ``--model`` folder the run will use (a local HF model), or ``None``.
+        strict: The checks of ``curriculum-ds validate``: hashes, and the run's vocabulary must
+            be known (``model``, or a recorded ``vocab_size``).
 
     Raises:
         ConfigError: naming the JSON path and phase of the first bad stream (missing, not MDS,
-            unreadable, another vocab_size), or
-            ``curriculum.dynamic.static_metric`` when dynamic re-weighting is enabled and a
-            stream lacks that metric column.
+            unreadable, a shard file missing/truncated/corrupt, another vocab_size, a token id
+            out of range, no known vocab_size), ``--model`` when its folder or ``vocab_size``
+            cannot be read, or ``curriculum.dynamic.static_metric`` when dynamic re-weighting is
+            enabled and a stream lacks that metric column.
     """
-    infos = stream_infos(cfg)
+    infos, token_ranges = _read_streams(cfg, verify_hashes=strict)
+    streams = [
+        (_stream_path(i, phase, j), stream)
+        for i, phase in enumerate(cfg.schedule)
+        for j, stream in enumerate(phase.train_loader.streams)
+    ]
+    first_seen: dict[str, str] = {}  # local -> the path of its first use
+    for where, stream in streams:
+        first_seen.setdefault(stream.local, where)
+
     first_vocab: tuple[int, str, str] | None = None  # (vocab_size, local, where)
-    for i, phase in enumerate(cfg.schedule):
-        for j, stream in enumerate(phase.train_loader.streams):
-            vocab = getattr(infos[stream.local], "vocab_size", None)
-            if not isinstance(vocab, int):
-                continue  # not made by `prepare`: the tokenizer is unknown
-            where = f"schedule[{i}] ({_show(phase.name)}).train_loader.streams[{j}]"
-            if first_vocab is None:
-                first_vocab = (vocab, stream.local, where)
-            elif vocab != first_vocab[0]:
-                raise ConfigError(
-                    f"curriculum.{where}.local: {_show(stream.local)} was tokenized with "
-                    f"vocab_size {vocab} but {_show(first_vocab[1])} ({first_vocab[2]}) with "
-                    f"{first_vocab[0]}; all streams must share one tokenizer"
-                )
+    for where, stream in streams:
+        vocab = getattr(infos[stream.local], "vocab_size", None)
+        if not isinstance(vocab, int):
+            continue  # not made by `prepare`: the tokenizer is unknown
+        if first_vocab is None:
+            first_vocab = (vocab, stream.local, where.removeprefix("curriculum."))
+        elif vocab != first_vocab[0]:
+            raise ConfigError(
+                f"{where}.local: {_show(stream.local)} was tokenized with "
+                f"vocab_size {vocab} but {_show(first_vocab[1])} ({first_vocab[2]}) with "
+                f"{first_vocab[0]}; all streams must share one tokenizer"
+            )
+
+    run_vocab: tuple[int, str] | None = None  # (vocab_size, where it comes from)
+    if model is not None:
+        run_vocab = (_model_vocab_size(model), f"of --model {model}")
+    elif strict:
+        if first_vocab is None:
+            where, stream = streams[0]
+            raise ConfigError(
+                f"{where}.local: {_show(stream.local)} has no vocab_size (no stream of the "
+                "schedule was made by `curriculum-ds prepare`); pass --model DIR, the local HF "
+                "model folder the run will use"
+            )
+        run_vocab = (first_vocab[0], "recorded by `curriculum-ds prepare`, the default model's")
+    for local, where in first_seen.items():
+        info = infos[local]
+        own = getattr(info, "vocab_size", None)
+        if run_vocab is not None:
+            vocab, source = run_vocab
+        elif isinstance(own, int):
+            vocab, source = own, "recorded by `curriculum-ds prepare`"
+        else:
+            continue
+        lows = [getattr(info, "min_token_id", None)]
+        highs = [getattr(info, "max_token_id", None)]
+        probed = token_ranges[local]
+        if probed is not None:
+            lows.append(probed[0])
+            highs.append(probed[1])
+        low = min((v for v in lows if v is not None), default=None)
+        high = max((v for v in highs if v is not None), default=None)
+        if low is not None and low < 0:
+            raise ConfigError(
+                f"{where}.local: {_show(local)} holds token id {low}; token ids must be >= 0"
+            )
+        if high is not None and high >= vocab:
+            raise ConfigError(
+                f"{where}.local: {_show(local)} holds token id {high}, out of range for "
+                f"vocab_size {vocab} ({source}); ids must be < vocab_size"
+            )
+
     if not cfg.dynamic.enabled:
         return
     metric = cfg.dynamic.static_metric
-    for i, phase in enumerate(cfg.schedule):
-        for j, stream in enumerate(phase.train_loader.streams):
-            metrics = getattr(infos[stream.local], "metrics", None)
-            if isinstance(metrics, Mapping) and metric not in metrics:
-                have = ", ".join(sorted(metrics)) or "none"
-                raise ConfigError(
-                    f"curriculum.dynamic.static_metric: stream {_show(stream.local)} "
-                    f"(schedule[{i}] ({_show(phase.name)}).train_loader.streams[{j}]) has no "
-                    f"metric column {_show(metric)} (it has: {have})"
-                )
+    for where, stream in streams:
+        metrics = getattr(infos[stream.local], "metrics", None)
+        if isinstance(metrics, Mapping) and metric not in metrics:
+            have = ", ".join(sorted(metrics)) or "none"
+            raise ConfigError(
+                f"curriculum.dynamic.static_metric: stream {_show(stream.local)} "
+                f"({where.removeprefix('curriculum.')}) has no "
+                f"metric column {_show(metric)} (it has: {have})"
+            )

@@ -1,4 +1,4 @@
-"""A real, human-written demo corpus built from the Python standard library on this machine.
+r"""A real, human-written demo corpus built from the Python standard library on this machine.
 
 No download: the text is the standard library's own ``.py`` sources (``sysconfig``'s ``stdlib``
 path) and their docstrings. Two datamixes of different difficulty are written as JSONL files
@@ -10,7 +10,8 @@ path) and their docstrings. Two datamixes of different difficulty are written as
   identifiers, indentation and symbols.
 
 Test suites (``test``/``tests``/``idle_test`` folders, ``test_*.py``), ``site-packages``, files
-that are not UTF-8 or fail to parse are skipped. Files are visited in a deterministic order
+that are not UTF-8 or fail to parse, and docstrings holding a lone surrogate (written as a
+``\ud800`` escape in the source) are skipped. Files are visited in a deterministic order
 (sorted relative path, then ranked by SHA-1 of that path so that a size cap samples modules from
 the whole library rather than the alphabet's first letters). The output depends only on the
 Python installation and the arguments.
@@ -164,7 +165,10 @@ def build_stdlib_corpus(
         if len(easy) >= limit or easy_bytes >= max_bytes_per_mix:
             break
         for qualname, doc in _docstrings(tree, _module_name(path, root)):
-            size = len(doc.encode("utf-8"))
+            try:
+                size = len(doc.encode("utf-8"))
+            except UnicodeEncodeError:
+                continue  # a "\ud800" escape: a lone surrogate is not text, nor valid JSONL
             if not EASY_MIN_BYTES <= size <= EASY_MAX_BYTES or doc in seen:
                 continue
             if len(easy) >= limit or easy_bytes + size > max_bytes_per_mix:

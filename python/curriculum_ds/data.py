@@ -7,8 +7,10 @@ inputs and tokenizer give byte-identical shards, ``metrics.npz`` and ``curriculu
 A prepared dataset directory holds, besides the MDS ``index.json`` and ``shard.*.mds`` files:
 
 * ``curriculum_meta.json`` — ``{"format": "curriculum_ds/1", "vocab_size", "eos_id", "tokenizer",
-  "max_seq_len", "min_tokens", "num_documents", "num_samples", "num_tokens", "metric_columns"}``,
-  so training can size the model's embedding without opening a shard.
+  "max_seq_len", "min_tokens", "num_documents", "num_samples", "num_tokens", "max_token_id",
+  "metric_columns"}``, so training can size the model's embedding (and ``validate`` can check the
+  token ids against it) without opening a shard. ``max_token_id`` (the largest id of any sample)
+  is absent from datasets prepared before it was recorded; readers treat it as unknown.
 * ``metrics.npz`` — one array per metric column, in sample order (``num_tokens`` int64, the others
   float64), so difficulty bucketing can start without scanning the shards.
 
@@ -27,11 +29,14 @@ Per-sample metric columns (each also an MDS column):
   cost; compare it between samples of similar length. 1.0 for a sample that is only EOS.
 
 Loading for training goes through :func:`open_stream`, which sets ``LOCAL_WORLD_SIZE`` for
-mosaicml-streaming first (see :func:`ensure_local_world_size`).
+mosaicml-streaming first (see :func:`ensure_local_world_size`). :func:`verify_stream` checks the
+shard files against ``index.json`` and decodes a few samples before any rank opens them (the data
+check of ``curriculum-ds validate`` and of every launch).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -39,10 +44,10 @@ import shutil
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import numpy as np
 
@@ -69,6 +74,7 @@ __all__ = [
     "read_stream_info",
     "split_document",
     "token_entropy",
+    "verify_stream",
 ]
 
 DATASET_FORMAT = "curriculum_ds/1"
@@ -261,7 +267,10 @@ def _decode_text(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise DataError(f"{path}: not UTF-8 text (invalid byte at offset {err.start})") from err
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DataError(
+            f"{path}:{line}: not UTF-8 text (invalid byte at offset {err.start})"
+        ) from err
 
 
 def _iter_jsonl(path: Path, data: bytes) -> Iterator[str]:
@@ -288,6 +297,14 @@ def _iter_jsonl(path: Path, data: bytes) -> Iterator[str]:
             raise DataError(
                 f"{path}:{lineno}: field 'text' must be a string, got {type(value).__name__}"
             )
+        try:
+            value.encode("utf-8")  # a "\ud800" escape decodes to a lone surrogate
+        except UnicodeEncodeError as err:
+            bad = value[err.start]
+            raise DataError(
+                f"{path}:{lineno}: field 'text' is not valid Unicode (lone surrogate "
+                f"U+{ord(bad):04X} at character {err.start})"
+            ) from err
         yield value
 
 
@@ -450,6 +467,17 @@ class PrepareSummary:
     num_skipped_files: int = 0
 
 
+def _check_out_not_in_inputs(out: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an output folder inside (or equal to) an input folder: it would be read back."""
+    for path in inputs:
+        folder = path.resolve()
+        if path.is_dir() and (out == folder or folder in out.parents):
+            raise DataError(
+                f"output folder {out} is inside the input folder {path}: its shards would be read "
+                "back as documents; choose an output folder outside the inputs"
+            )
+
+
 def _check_out(out: Path) -> None:
     if out.exists() or out.is_symlink():
         if not out.is_dir():
@@ -494,7 +522,8 @@ def prepare(
     (``ndarray:int32``, shape ``(num_tokens,)``) and the metrics of :data:`METRIC_COLUMNS` (see the
     module docstring). Everything is written to a temporary folder next to ``out`` and renamed at
     the end, so an error leaves no partial dataset under ``out``. Deterministic: the same inputs
-    and tokenizer file give byte-identical outputs.
+    and tokenizer file give byte-identical outputs. ``out`` may not lie inside an input folder
+    (a later run over that folder would read the shards back as documents).
 
     Args:
         inputs: Files and folders.
@@ -509,9 +538,10 @@ def prepare(
         A :class:`PrepareSummary`.
 
     Raises:
-        DataError: no inputs, a missing/unreadable/non-UTF-8 named file, a JSONL line that is not
-            an object with a string ``text`` field, a bad argument, a non-empty ``out``, or inputs
-            that yield no sample.
+        DataError: no inputs, a missing/unreadable/non-UTF-8 named file (``path:line``), a JSONL
+            line that is not an object with a string ``text`` field or whose text holds a lone
+            surrogate (``path:line``), a bad argument, a non-empty ``out``, an ``out`` inside an
+            input folder, or inputs that yield no sample. Nothing is written under ``out``.
     """
     from streaming import MDSWriter
     from tqdm import tqdm
@@ -527,6 +557,7 @@ def prepare(
     if size_limit is not None and not 0 < size_limit < 2**32:
         raise DataError(f"size_limit must be in (0, 2**32) bytes, got {size_limit}")
     paths = _check_inputs(inputs)
+    _check_out_not_in_inputs(out, paths)
     _check_out(out)
     tok = load_tokenizer(tokenizer)
 
@@ -541,6 +572,7 @@ def prepare(
         lengths: list[int] = []
         entropies: list[float] = []
         ratios: list[float] = []
+        max_token_id = -1
         writer_kwargs: dict[str, Any] = {"progress_bar": False, "exist_ok": False}
         if size_limit is not None:
             writer_kwargs["size_limit"] = size_limit
@@ -563,6 +595,7 @@ def prepare(
                             }
                         )
                         lengths.append(int(piece.size))
+                        max_token_id = max(max_token_id, int(piece.max()))
                         entropies.append(entropy)
                         ratios.append(ratio)
                 bar.update(len(batch))
@@ -593,6 +626,7 @@ def prepare(
             "num_documents": num_documents,
             "num_samples": len(lengths),
             "num_tokens": num_tokens,
+            "max_token_id": max_token_id,
             "metric_columns": list(METRIC_COLUMNS),
         }
         (tmp / META_FILENAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -655,7 +689,15 @@ def ensure_local_world_size() -> int:
 
 
 def _read_index(local: Path) -> dict[str, Any]:
-    """Validate that ``local`` is an MDS dataset and return its parsed ``index.json``."""
+    """Validate that ``local`` is an MDS dataset and return its parsed ``index.json``.
+
+    Every shard needs one of its listed files (``raw_data`` or ``zip_data``) on disk, and every
+    listed file on disk must have the size ``index.json`` records (one ``stat`` per file).
+
+    Raises:
+        DataError: no folder or index, an unreadable index, no shards, a malformed shard entry,
+            a missing shard file, or a shard file of another size (truncated or corrupt).
+    """
     if not local.is_dir():
         raise DataError(f"dataset folder not found: {local}")
     index_path = local / "index.json"
@@ -679,6 +721,19 @@ def _read_index(local: Path) -> dict[str, Any]:
         if not any(name and (local / name).is_file() for name in names):
             shown = names[0] if names else "?"
             raise DataError(f"MDS dataset {local}: shard file missing: {shown}")
+        for key in ("raw_data", "zip_data"):
+            info = shard.get(key)
+            if not isinstance(info, dict) or not isinstance(info.get("basename"), str):
+                continue
+            path = local / info["basename"]
+            expected = info.get("bytes")
+            if isinstance(expected, int) and path.is_file():
+                actual = path.stat().st_size
+                if actual != expected:
+                    raise DataError(
+                        f"MDS dataset {local}: shard file {info['basename']} has {actual} bytes "
+                        f"but index.json records {expected} (truncated or corrupt)"
+                    )
     return index
 
 
@@ -697,6 +752,10 @@ class StreamInfo:
         tokenizer: ``"byte"``, the tokenizer file path, or ``None`` if unknown.
         metrics: Column name → read-only array of shape ``(num_samples,)``, in sample order:
             ``num_tokens`` (int64) always, plus the float64 metrics of prepared datasets.
+        min_token_id: Smallest token id of any sample, when known (foreign datasets, which are
+            read whole); ``None`` otherwise.
+        max_token_id: Largest token id of any sample, when known (``curriculum_meta.json`` of
+            datasets prepared since it is recorded, or foreign datasets); ``None`` otherwise.
     """
 
     local: Path
@@ -707,6 +766,8 @@ class StreamInfo:
     max_seq_len: int | None
     tokenizer: str | None
     metrics: dict[str, np.ndarray]
+    min_token_id: int | None = None
+    max_token_id: int | None = None
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -749,6 +810,11 @@ def read_stream_info(local: str | Path) -> StreamInfo:
     for key in ("vocab_size", "num_samples", "num_tokens", "max_seq_len"):
         if not isinstance(meta.get(key), int):
             raise DataError(f"{meta_path}: field {key!r} missing or not an integer")
+    max_token_id = meta.get("max_token_id")  # absent in datasets prepared before it was recorded
+    if max_token_id is not None and (
+        isinstance(max_token_id, bool) or not isinstance(max_token_id, int)
+    ):
+        raise DataError(f"{meta_path}: field 'max_token_id' must be an integer")
     if meta["num_samples"] != num_samples:
         raise DataError(
             f"{meta_path}: num_samples {meta['num_samples']} disagrees with index.json "
@@ -788,6 +854,7 @@ def read_stream_info(local: str | Path) -> StreamInfo:
         max_seq_len=int(meta["max_seq_len"]),
         tokenizer=tokenizer,
         metrics=metrics,
+        max_token_id=max_token_id,
     )
 
 
@@ -804,8 +871,14 @@ def _read_foreign_info(local: Path, index: dict[str, Any], num_samples: int) -> 
             )
     ds = open_stream(local)
     lengths = np.empty(num_samples, dtype=np.int64)
+    low: int | None = None
+    high: int | None = None
     for i in range(num_samples):
-        lengths[i] = np.asarray(ds[i]["input_ids"]).size
+        ids = np.asarray(ds[i]["input_ids"])
+        lengths[i] = ids.size
+        if ids.size and np.issubdtype(ids.dtype, np.integer):
+            low = int(ids.min()) if low is None else min(low, int(ids.min()))
+            high = int(ids.max()) if high is None else max(high, int(ids.max()))
     close_stream(ds)
     return StreamInfo(
         local=local,
@@ -816,7 +889,226 @@ def _read_foreign_info(local: Path, index: dict[str, Any], num_samples: int) -> 
         max_seq_len=None,
         tokenizer=None,
         metrics={"num_tokens": _frozen(lengths)},
+        min_token_id=low,
+        max_token_id=high,
     )
+
+
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AssertionError, OverflowError)
+"""What decoding arbitrary (corrupt) shard bytes with mosaicml-streaming's coders can raise."""
+
+
+def verify_stream(
+    local: str | Path, *, num_probe_samples: int = 16, verify_hashes: bool = False
+) -> tuple[int, int] | None:
+    """Check an MDS dataset's shard files against its ``index.json`` and decode a probe of samples.
+
+    Catches, before any rank starts, what mosaicml-streaming would only report inside training:
+
+    * every shard needs one of the files ``index.json`` lists for it (``raw_data``, else
+      ``zip_data``), and each listed file on disk must have the recorded size;
+    * with ``verify_hashes``, each such file must have the hashes ``index.json`` records for it
+      (mosaicml-streaming records none unless its writer was given ``hashes``; each hashed file
+      is read once, and a compressed-only shard is decompressed to check its raw hashes);
+    * each MDS shard's header must agree with the index: its sample count, offsets that increase
+      and end at the file's size;
+    * ``num_probe_samples`` samples spread evenly over the dataset (the first and the last
+      included) must decode, and their ``input_ids`` must be an integer array.
+
+    Reads the shards directly (no ``StreamingDataset``, no shared memory), so it is safe before
+    ``torch.distributed`` is initialized. Non-MDS shards (JSON, CSV) get the file checks only.
+    Deterministic.
+
+    Args:
+        local: A local MDS dataset folder.
+        num_probe_samples: Samples to decode, at most the dataset's size; ``>= 1``.
+        verify_hashes: Also check the recorded shard hashes (reads every hashed file once).
+
+    Returns:
+        ``(min_id, max_id)``: the smallest and largest token id of the probed samples'
+        ``input_ids``, or ``None`` when they hold no token.
+
+    Raises:
+        DataError: one line naming the dataset folder and the shard file: missing, another size
+            or hash than recorded, a header that disagrees with the index, a sample that does not
+            decode, or no integer ``input_ids`` column.
+        ValueError: ``num_probe_samples`` < 1.
+    """
+    if num_probe_samples < 1:
+        raise ValueError(f"num_probe_samples must be >= 1, got {num_probe_samples}")
+    local = Path(local)
+    index = _read_index(local)
+    shards = index["shards"]
+    counts = np.array([shard["samples"] for shard in shards], dtype=np.int64)
+    total = int(counts.sum())
+    if total:
+        spread = np.linspace(0, total - 1, min(total, num_probe_samples))
+        probe = np.unique(np.rint(spread).astype(np.int64))
+    else:
+        probe = np.empty(0, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    low: int | None = None
+    high: int | None = None
+    for i, shard in enumerate(shards):
+        name, source = _shard_source(local, shard, verify_hashes=verify_hashes)
+        if shard.get("format", "mds") != "mds":
+            continue
+        where = f"MDS dataset {local}: shard file {name}"
+        mine = (probe[(probe >= starts[i]) & (probe < starts[i + 1])] - starts[i]).tolist()
+        if isinstance(source, bytes):
+            read = functools.partial(_slice, source)
+            found = _probe_mds_shard(read, len(source), shard, mine, where)
+        else:
+            with open(source, "rb") as fh:
+                read = functools.partial(_read_range, fh)
+                found = _probe_mds_shard(read, os.fstat(fh.fileno()).st_size, shard, mine, where)
+        for lo, hi in found:
+            low = lo if low is None else min(low, lo)
+            high = hi if high is None else max(high, hi)
+    if low is None or high is None:
+        return None
+    return low, high
+
+
+def _slice(data: bytes, start: int, stop: int) -> bytes:
+    return data[start:stop]
+
+
+def _read_range(fh: BinaryIO, start: int, stop: int) -> bytes:
+    fh.seek(start)
+    return fh.read(stop - start)
+
+
+def _probe_mds_shard(
+    read: Callable[[int, int], bytes],
+    size: int,
+    shard: dict[str, Any],
+    sample_idxs: list[int],
+    where: str,
+) -> list[tuple[int, int]]:
+    """Check an MDS shard's header and decode the given samples' ``input_ids``.
+
+    An MDS shard is ``uint32 num_samples``, ``uint32 offsets[num_samples + 1]`` (absolute, the
+    last one the file size), the writer's config, then the samples (mosaicml-streaming
+    ``MDSWriter.encode_joint_shard``). ``read(start, stop)`` returns those bytes of the shard.
+
+    Returns:
+        ``(min_id, max_id)`` of each probed sample that holds a token.
+    """
+    num_samples = int(shard["samples"])
+    header = 4 * (num_samples + 2)
+    if size < header:
+        raise DataError(f"{where}: {size} bytes, too short for {num_samples} samples")
+    head = read(0, header)
+    found = int(np.frombuffer(head, dtype="<u4", count=1)[0])
+    if found != num_samples:
+        raise DataError(f"{where}: holds {found} samples but index.json records {num_samples}")
+    offsets = np.frombuffer(head, dtype="<u4", count=num_samples + 1, offset=4).astype(np.int64)
+    if offsets[0] < header or offsets[-1] != size or np.any(np.diff(offsets) < 0):
+        raise DataError(f"{where}: corrupt sample offsets (truncated or overwritten)")
+    ranges = []
+    for j in sample_idxs:
+        sample = read(int(offsets[j]), int(offsets[j + 1]))
+        try:
+            ids = np.asarray(_decode_column(shard, sample, "input_ids"))
+        except _DECODE_ERRORS as err:
+            detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise DataError(f"{where}: sample {j} cannot be decoded ({detail})") from None
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise DataError(f"{where}: sample {j}: input_ids are {ids.dtype}, not integers")
+        if ids.size:
+            ranges.append((int(ids.min()), int(ids.max())))
+    return ranges
+
+
+def _shard_source(
+    local: Path, shard: dict[str, Any], *, verify_hashes: bool
+) -> tuple[str, bytes | Path]:
+    """The name of a shard's file and where to read its raw bytes; hashes checked on request.
+
+    The raw file's path when it is on disk, else the decompressed bytes of the compressed file
+    (or, for a shard that is not MDS and has no hash to check, its compressed file's path).
+    """
+    from streaming.base.compression import decompress
+    from streaming.base.hashing import get_hash, is_hash
+
+    raw = shard.get("raw_data") if isinstance(shard.get("raw_data"), dict) else None
+    packed = shard.get("zip_data") if isinstance(shard.get("zip_data"), dict) else None
+
+    def check_hashes(info: dict[str, Any] | None, data: bytes) -> None:
+        recorded = (info or {}).get("hashes") or {}
+        for algo, digest in sorted(recorded.items()):
+            if is_hash(algo) and get_hash(algo, data) != digest:
+                raise DataError(
+                    f"MDS dataset {local}: shard file {(info or {}).get('basename')} fails its "
+                    f"{algo} hash recorded in index.json (corrupt)"
+                )
+
+    def hashed(info: dict[str, Any] | None) -> bool:
+        return verify_hashes and bool((info or {}).get("hashes"))
+
+    raw_path = local / raw["basename"] if raw and isinstance(raw.get("basename"), str) else None
+    zip_path = (
+        local / packed["basename"] if packed and isinstance(packed.get("basename"), str) else None
+    )
+    if zip_path is not None and zip_path.is_file() and hashed(packed):
+        check_hashes(packed, _read_bytes(zip_path))
+    if raw_path is not None and raw_path.is_file():
+        if hashed(raw):
+            check_hashes(raw, _read_bytes(raw_path))
+        return raw_path.name, raw_path
+    if zip_path is None or not zip_path.is_file():
+        shown = raw_path.name if raw_path is not None else "?"
+        raise DataError(f"MDS dataset {local}: shard file missing: {shown}")
+    if shard.get("format", "mds") != "mds" and not hashed(raw):
+        return zip_path.name, zip_path
+    try:
+        data = decompress(shard.get("compression"), _read_bytes(zip_path))
+    except Exception as err:  # every codec raises its own error type on corrupt input
+        detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(
+            f"MDS dataset {local}: shard file {zip_path.name} cannot be decompressed ({detail})"
+        ) from None
+    expected = (raw or {}).get("bytes")
+    if isinstance(expected, int) and len(data) != expected:
+        raise DataError(
+            f"MDS dataset {local}: shard file {zip_path.name} decompresses to {len(data)} bytes "
+            f"but index.json records {expected} (corrupt)"
+        )
+    if hashed(raw):
+        check_hashes(raw, data)
+    return zip_path.name, data
+
+
+def _decode_column(shard: dict[str, Any], sample: bytes, column: str) -> Any:
+    """Decode one column of an MDS sample (mosaicml-streaming ``MDSReader.decode_sample``).
+
+    Only ``column`` is decoded, so a pickle column of foreign data is never unpickled.
+    """
+    from streaming.base.format.mds.encodings import is_mds_encoding_safe, mds_decode
+
+    names, encodings, sizes = (
+        shard["column_names"],
+        shard["column_encodings"],
+        shard["column_sizes"],
+    )
+    if column not in names:
+        raise ValueError(f"no {column!r} column")
+    pos = 0
+    lengths: list[int] = []
+    for size in sizes:
+        if size:
+            lengths.append(int(size))
+        else:
+            lengths.append(int(np.frombuffer(sample, dtype="<u4", count=1, offset=pos)[0]))
+            pos += 4
+    k = names.index(column)
+    if not is_mds_encoding_safe(encodings[k]):  # pickle: decoding would run arbitrary code
+        raise ValueError(f"column {column!r} has the unsafe encoding {encodings[k]!r}")
+    start = pos + sum(lengths[:k])
+    if pos + sum(lengths) != len(sample):
+        raise ValueError(f"{len(sample)} bytes but its columns take {pos + sum(lengths)}")
+    return mds_decode(encodings[k], sample[start : start + lengths[k]])
 
 
 def open_stream(local: str | Path) -> StreamingDataset:

@@ -117,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         args = parse_args(argv)
-        run = load_config(args.deepspeed_config, check_data=True)  # refused before any rank trains
+        # refused before any rank trains: the checks of `curriculum-ds validate --model`
+        run = load_config(args.deepspeed_config, check_data=True, model=args.model, strict=True)
         check_resume_before_training(args, run)
     except (CurriculumError, LocalRankError) as exc:
         # every rank reaches the same verdict on the same files: one line, from global rank 0
