@@ -143,7 +143,8 @@ def render_table(curve: Curve, max_rows: int = 20) -> str:
     if rows[-1] != len(curve.steps) - 1:
         rows.append(len(curve.steps) - 1)
     lines = [
-        f"bucket weights ({_bucket_counts(curve)} buckets, b0 = easiest, last = hardest; "
+        f"bucket weights ({_bucket_counts(curve)} buckets, b0 = easiest, b{num_buckets - 1} = "
+        "hardest; "
         f"{len(curve.steps)} recomputes"
         + (f", floor {curve.floor:g}" if curve.floor is not None else "")
         + (f", temperature {curve.temperature:g}" if curve.temperature is not None else "")
