@@ -81,6 +81,19 @@ def test_c05_floor_of_exactly_one_over_buckets_is_accepted():
     assert cfg.dynamic.floor == 0.25
 
 
+@pytest.mark.parametrize(("floor", "num_buckets"), [(0.33333333333334, 3), (0.25000000000000006, 4)])
+def test_c05_floor_the_config_accepts_is_accepted_by_the_run(floor, num_buckets):
+    """A floor that rounds just above 1/B passes the config's slack: the run's own bucket_probs
+    must take it too (it raised at the first recompute), giving uniform weights."""
+    cfg = parse_curriculum(_curriculum({"floor": floor, "num_buckets": num_buckets}))
+    probs = bucket_probs(
+        np.linspace(1.0, 5.0, num_buckets), temperature=cfg.dynamic.temperature, floor=floor
+    )
+    assert probs.min() >= floor
+    assert abs(probs.sum() - 1.0) <= 1e-12
+    np.testing.assert_allclose(probs, 1.0 / num_buckets, rtol=1e-12)
+
+
 def test_c05_validate_command_prints_one_line(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text(

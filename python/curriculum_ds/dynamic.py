@@ -36,7 +36,11 @@ if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
     from curriculum_ds.loader import PhaseLoader
 
-__all__ = ["DynamicReweighter", "bucket_probs", "bucket_scores"]
+__all__ = ["FLOOR_SLACK", "DynamicReweighter", "bucket_probs", "bucket_scores"]
+
+
+FLOOR_SLACK = 1e-12
+"""How far ``floor * num_buckets`` may exceed 1 (``DynamicConfig`` accepts the same slack)."""
 
 
 def bucket_probs(
@@ -47,7 +51,10 @@ def bucket_probs(
     Args:
         scores: Per-bucket score (mean recent loss, nats), float ``(num_buckets,)``, finite.
         temperature: Softmax temperature, > 0. Small values approach argmax.
-        floor: Minimum probability per bucket, ``0 < floor <= 1 / num_buckets``.
+        floor: Minimum probability per bucket, ``0 < floor <= 1 / num_buckets`` up to the
+            config's rounding slack (``floor * num_buckets <= 1 + 1e-12``: a decimal such as
+            0.33333333333334 for 3 buckets); at ``floor * num_buckets >= 1`` every entry is
+            ``floor`` (uniform).
 
     Returns:
         float64 ``(num_buckets,)``, every entry ≥ ``floor``, summing to 1 within a few ulps
@@ -64,7 +71,7 @@ def bucket_probs(
         raise ValueError("scores must have at least one bucket, got none")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if not 0 < floor * len(s) <= 1 or floor <= 0:
+    if not 0 < floor * len(s) <= 1 + FLOOR_SLACK or floor <= 0:
         raise ValueError(f"floor must be in (0, 1/num_buckets], got {floor} with {len(s)} buckets")
     if not np.all(np.isfinite(s)):
         raise ValueError(f"bucket scores must be finite, got {s.tolist()}")
@@ -74,7 +81,7 @@ def bucket_probs(
         z = (s - s.max()) / temperature
     e = np.exp(z)
     softmax = e / e.sum()
-    return floor + (1.0 - len(s) * floor) * softmax
+    return floor + max(0.0, 1.0 - len(s) * floor) * softmax
 
 
 def bucket_scores(

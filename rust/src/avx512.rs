@@ -50,8 +50,9 @@ fn tail_mask(rest: usize) -> u16 {
 /// order; return how many.
 ///
 /// `bins` is sorted, non-empty, and spans fewer than [`COLLECT_SPAN`] bins
-/// (`bins[last] - bins[0] < 1024`); `out` must have room for every match plus 16 (each step
-/// stores a full vector). Needs AVX-512 F, BW and VBMI.
+/// (`bins[last] - bins[0] < 1024`); `out` should have room for every match plus 16 (each step
+/// stores a full vector): beyond that, matches are counted but not stored. Needs AVX-512 F, BW
+/// and VBMI.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,popcnt")]
 pub fn collect_keys_f32(data: &[f32], bins: &[usize], out: &mut [u32]) -> usize {
     let base = bins[0];
@@ -80,8 +81,13 @@ pub fn collect_keys_f32(data: &[f32], bins: &[usize], out: &mut [u32]) -> usize 
         let byte = _mm512_permutex2var_epi8(lo, _mm512_srli_epi32::<3>(idx), hi);
         let bit = _mm512_srlv_epi32(byte, _mm512_and_si512(idx, seven));
         let hit = _mm512_mask_test_epi32_mask(in_span, bit, one);
-        assert!(*count + LANES <= out.len(), "collect buffer too small");
-        // SAFETY: `out[count..count + 16]` is in bounds (asserted just above).
+        if *count + LANES > out.len() {
+            // More matches than the caller counted: the data changed under us (another thread
+            // writing the array). Stop storing; the caller sees a count past `out.len() - 16`.
+            *count += hit.count_ones() as usize;
+            return;
+        }
+        // SAFETY: `out[count..count + 16]` is in bounds (checked just above).
         unsafe {
             _mm512_storeu_si512(
                 out.as_mut_ptr().add(*count).cast::<__m512i>(),

@@ -311,15 +311,18 @@ impl KeyHistogram {
 ///
 /// `data` may contain non-finite values only when `hist` left them out (their bins are never
 /// targets). Returns `num_buckets - 1` edges.
+///
+/// # Errors
+/// `WindowChanged` when `data` no longer matches `hist` (written by another thread meanwhile).
 pub fn edges_from_histogram<T: Float>(
     data: &[T],
     hist: &KeyHistogram,
     n: u64,
     num_buckets: usize,
-) -> Vec<f64> {
+) -> Result<Vec<f64>> {
     let ranks = target_ranks(n, num_buckets);
     if ranks.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     // Locate the bin of each target rank ("slots": the distinct target bins, ascending) and the
     // target's rank among the keys of all slots (their bins' keys, concatenated in key order).
@@ -345,7 +348,10 @@ pub fn edges_from_histogram<T: Float>(
     // room for the vector kernels' full-width stores.
     let mut gathered: Vec<T::Key> = vec![T::Key::default(); total + 16];
     let found = T::collect_keys(data, &slot_bins, &mut gathered);
-    debug_assert_eq!(found, total, "histogram and data disagree");
+    if found != total {
+        // Only possible if the data changed between the passes (another thread writing it).
+        return Err(Error::WindowChanged);
+    }
     gathered.truncate(total);
     // Group by slot (a counting scatter over the few gathered keys), then select in each slot.
     let grouped = if slot_bins.len() == 1 {
@@ -362,7 +368,11 @@ pub fn edges_from_histogram<T: Float>(
         let mut cursor = slot_offsets[..slot_bins.len()].to_vec();
         let mut grouped = vec![T::Key::default(); total];
         for &k in &gathered {
-            let c = &mut cursor[usize::from(slot_of[T::bin(k) - base])];
+            let s = usize::from(slot_of[T::bin(k) - base]);
+            let c = &mut cursor[s];
+            if *c == slot_offsets[s + 1] {
+                return Err(Error::WindowChanged); // as above: a bin got more keys than counted
+            }
             grouped[*c] = k;
             *c += 1;
         }
@@ -382,7 +392,7 @@ pub fn edges_from_histogram<T: Float>(
         multi_select(keys, &in_slot, &mut found);
         edges.extend(found.into_iter().map(T::key_to_f64));
     }
-    edges
+    Ok(edges)
 }
 
 /// Portable [`Float::collect_keys`]: keys computed in blocks (vectorised), then a branchless
@@ -446,7 +456,7 @@ fn usize_of(r: u64) -> usize {
 ///
 /// # Errors
 /// `InvalidArgument` if `num_buckets` is outside `[1, 65536]`; `EmptyWindow` if `window` has no
-/// finite value.
+/// finite value; `WindowChanged` if another thread wrote to `window` during the call.
 pub fn bucket_edges<T: Float>(window: &[T], num_buckets: usize) -> Result<Vec<f64>> {
     check_num_buckets(num_buckets)?;
     let (hist, n) = KeyHistogram::of_finite(window)?;
@@ -455,7 +465,7 @@ pub fn bucket_edges<T: Float>(window: &[T], num_buckets: usize) -> Result<Vec<f6
     }
     let edges = edges_from_histogram(window, &hist, n, num_buckets);
     hist.recycle();
-    Ok(edges)
+    edges
 }
 
 /// Check that `edges` has no NaN and is non-decreasing.
@@ -665,6 +675,33 @@ mod tests {
         assign_buckets(&[1.0f32, f32::NAN], &[0.5], NanPolicy::Omit, &mut out).unwrap();
         assert_eq!(out, vec![1, -1]);
         assert!(assign_buckets(&[1.0f32, 2.0], &[0.5, 0.1], NanPolicy::Omit, &mut out).is_err());
+    }
+
+    #[test]
+    fn data_changed_between_the_passes_is_an_error_not_a_panic() {
+        // What another thread writing the array during `bucket_edges` looks like: the data of
+        // the gather pass no longer matches the histogram.
+        fn check<T: Float + std::fmt::Debug>(of: impl Fn(f64) -> T) {
+            let before: Vec<T> = (0..1000).map(|i| of(f64::from(i))).collect();
+            let (hist, n) = KeyHistogram::of_finite(&before).unwrap();
+            let edges = edges_from_histogram(&before, &hist, n, 4).unwrap();
+            assert_eq!(edges, vec![249.0, 499.0, 749.0]);
+            // More values in a target bin than counted (the total changes).
+            let piled: Vec<T> = (0..1000).map(|_| of(499.0)).collect();
+            assert_eq!(
+                edges_from_histogram(&piled, &hist, n, 4),
+                Err(Error::WindowChanged)
+            );
+            // Same total, but one value moved from one target bin to another.
+            let mut moved = before.clone();
+            moved[249] = of(749.0);
+            assert_eq!(
+                edges_from_histogram(&moved, &hist, n, 4),
+                Err(Error::WindowChanged)
+            );
+        }
+        check(|x| x as f32);
+        check(|x| x);
     }
 
     #[test]

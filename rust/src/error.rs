@@ -10,6 +10,9 @@ pub enum Error {
         /// Length of the window, non-finite values included.
         len: usize,
     },
+    /// The window changed while its edges were computed: another thread wrote to the array
+    /// (`BucketingError`).
+    WindowChanged,
     /// A value to bucket is NaN and the policy is to refuse it (`BucketingError`).
     NanValue {
         /// Index of the first NaN.
@@ -81,6 +84,11 @@ impl fmt::Display for Error {
             Error::EmptyWindow { len } => write!(
                 f,
                 "window has no finite value (length {len}); cannot compute bucket edges"
+            ),
+            Error::WindowChanged => write!(
+                f,
+                "window changed while its edges were computed (another thread wrote to the \
+                 array); no edges returned"
             ),
             Error::NanValue { index } => write!(
                 f,

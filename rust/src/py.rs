@@ -21,7 +21,9 @@ pyo3::import_exception!(curriculum_ds.errors, SamplingError);
 fn to_py(e: &Error) -> PyErr {
     let msg = e.to_string();
     match e {
-        Error::EmptyWindow { .. } | Error::NanValue { .. } => BucketingError::new_err(msg),
+        Error::EmptyWindow { .. } | Error::NanValue { .. } | Error::WindowChanged => {
+            BucketingError::new_err(msg)
+        }
         Error::InvalidArgument { .. } | Error::InvalidState { .. } => PyValueError::new_err(msg),
         Error::InvalidWeight { .. }
         | Error::ZeroTotalWeight { .. }

@@ -116,12 +116,7 @@ impl RollingWindow {
         if self.buf.is_empty() {
             return Err(Error::EmptyWindow { len: 0 });
         }
-        Ok(edges_from_histogram(
-            &self.buf,
-            &self.hist,
-            self.buf.len() as u64,
-            num_buckets,
-        ))
+        edges_from_histogram(&self.buf, &self.hist, self.buf.len() as u64, num_buckets)
     }
 
     /// The values, oldest first.
