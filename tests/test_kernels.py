@@ -248,3 +248,31 @@ def test_rolling_window_errors() -> None:
         )
     with pytest.raises(TypeError, match="capacity must be an int"):
         K.RollingWindow(2.5)  # type: ignore[arg-type]
+
+
+def test_subnormals_keep_their_order_when_the_cpu_flushes_denormals():
+    """Breaker finding: after ``torch.set_flush_denormal(True)`` (FTZ/DAZ), subnormal float32
+    values compared as zeros (all-zero edges, wrong buckets). The kernels compare integer keys,
+    so the results are those of the default mode."""
+    import torch
+
+    window = np.array([3, 1, 2, 0, 5, 0x3F800000], dtype=np.uint32).view(np.float32)
+    edges = np.array([2e-45, 4e-45])
+    expect_edges = K.bucket_edges(window, 6)
+    expect_buckets = np.searchsorted(edges, window.astype(np.float64), side="right")
+    np.testing.assert_array_equal(expect_edges, np.sort(window.astype(np.float64))[:5])
+    assert (expect_edges[1:] > 0).all()
+    rolling = K.RollingWindow(16)
+    assert torch.set_flush_denormal(True), "this CPU cannot flush denormals"
+    try:
+        got_edges = K.bucket_edges(window, 6)
+        got_buckets = K.assign_buckets(window, edges)
+        rolling.push(window)
+        got_rolling = rolling.edges(6)
+        flushed = torch.tensor([1e-45], dtype=torch.float32) * 1.0
+        assert flushed.item() == 0.0  # the mode is really on
+    finally:
+        torch.set_flush_denormal(False)
+    np.testing.assert_array_equal(got_edges, expect_edges)
+    np.testing.assert_array_equal(got_buckets, expect_buckets)
+    np.testing.assert_array_equal(got_rolling, expect_edges)

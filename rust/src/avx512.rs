@@ -14,14 +14,15 @@
 )]
 
 use std::arch::x86_64::{
-    __m512, __m512i, _mm512_add_epi32, _mm512_add_ps, _mm512_and_si512, _mm512_castps_si512,
-    _mm512_castsi512_si256, _mm512_cmp_ps_mask, _mm512_cmplt_epu32_mask, _mm512_cvtepu32_epi64,
+    __m512, __m512i, _mm512_add_epi32, _mm512_and_si512, _mm512_castps_si512,
+    _mm512_castsi512_si256, _mm512_cmpeq_epi32_mask, _mm512_cmpge_epu32_mask,
+    _mm512_cmpgt_epu32_mask, _mm512_cmplt_epu32_mask, _mm512_cvtepu32_epi64,
     _mm512_extracti64x4_epi64, _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_add_epi32,
-    _mm512_mask_storeu_epi64, _mm512_mask_test_epi32_mask, _mm512_maskz_compress_epi32,
-    _mm512_maskz_loadu_ps, _mm512_or_si512, _mm512_permutex2var_epi8, _mm512_permutex2var_ps,
-    _mm512_permutexvar_ps, _mm512_set1_epi32, _mm512_setzero_ps, _mm512_setzero_si512,
-    _mm512_srai_epi32, _mm512_srli_epi32, _mm512_srlv_epi32, _mm512_storeu_si512, _mm512_sub_epi32,
-    _mm512_xor_si512, _CMP_GE_OQ, _CMP_UNORD_Q,
+    _mm512_mask_mov_epi32, _mm512_mask_storeu_epi64, _mm512_mask_test_epi32_mask,
+    _mm512_maskz_compress_epi32, _mm512_maskz_loadu_ps, _mm512_maskz_mov_epi32, _mm512_or_si512,
+    _mm512_permutex2var_epi32, _mm512_permutex2var_epi8, _mm512_permutexvar_epi32,
+    _mm512_set1_epi32, _mm512_setzero_si512, _mm512_srai_epi32, _mm512_srli_epi32,
+    _mm512_srlv_epi32, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_xor_si512,
 };
 
 /// Lanes per vector.
@@ -30,14 +31,28 @@ const LANES: usize = 16;
 /// The most target bins [`collect_keys_f32`] handles: its bin bitmap spans 1024 bins.
 pub const COLLECT_SPAN: usize = 1024;
 
-/// Order-preserving keys of 16 values (`v + 0.0` first, so `-0.0` and `+0.0` share a key);
-/// the same map as `<f32 as Float>::key`.
+/// Order-preserving keys of 16 values (`-0.0` as `+0.0`, by integer operations: a flushed-
+/// denormal mode changes nothing); the same map as `<f32 as Float>::key`.
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn keys(v: __m512) -> __m512i {
-    let bits = _mm512_castps_si512(_mm512_add_ps(v, _mm512_setzero_ps()));
+    let bits = _mm512_castps_si512(v);
+    let min = _mm512_set1_epi32(i32::MIN);
+    let bits = _mm512_mask_mov_epi32(
+        bits,
+        _mm512_cmpeq_epi32_mask(bits, min),
+        _mm512_setzero_si512(),
+    );
     let sign = _mm512_srai_epi32::<31>(bits);
-    _mm512_xor_si512(bits, _mm512_or_si512(sign, _mm512_set1_epi32(i32::MIN)))
+    _mm512_xor_si512(bits, _mm512_or_si512(sign, min))
+}
+
+/// Lanes holding a NaN (exponent all ones, mantissa non-zero), by integer operations.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn nan_lanes(v: __m512) -> u16 {
+    let magnitude = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(i32::MAX));
+    _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F80_0000))
 }
 
 /// Tail mask of the last `rest` (< 16) lanes.
@@ -112,47 +127,51 @@ pub fn collect_keys_f32(data: &[f32], bins: &[usize], out: &mut [u32]) -> usize 
     count
 }
 
-/// For each value, the number of `thresholds` that are `<= v` (NaN counts none), as `i64`;
-/// returns whether any value is NaN.
+/// For each value, the number of threshold keys that are `<= key(v)` (NaN counts none), as
+/// `i64`; returns whether any value is NaN.
 ///
-/// Branchless binary search with the thresholds held in registers (permute lookups).
-/// `thresholds` is non-decreasing, NaN-free, at most 31 long; `out.len() == values.len()`.
-/// Needs AVX-512 F.
+/// Branchless binary search with the thresholds held in registers (permute lookups), on keys:
+/// integer compares, unaffected by a flushed-denormal mode. `thresholds` is non-decreasing, at
+/// most 31 long (keys of non-NaN values); `out.len() == values.len()`. Needs AVX-512 F.
 #[target_feature(enable = "avx512f")]
-pub fn count_le_f32(values: &[f32], thresholds: &[f32], out: &mut [i64]) -> bool {
+pub fn count_le_f32(values: &[f32], thresholds: &[u32], out: &mut [i64]) -> bool {
     assert!(thresholds.len() <= 31 && out.len() == values.len());
-    // NaN padding: `v >= NaN` is false, so padded slots are never counted.
-    let mut table = [f32::NAN; 32];
+    // Padding above every non-NaN key, so padded slots are never counted (NaN lanes are zeroed).
+    let mut table = [u32::MAX; 32];
     table[..thresholds.len()].copy_from_slice(thresholds);
-    // SAFETY: `table` has 32 floats: two unaligned 16-float loads.
+    // SAFETY: `table` has 32 keys: two unaligned 16-lane loads.
     let (lo, hi) = unsafe {
         (
-            _mm512_loadu_ps(table.as_ptr()),
-            _mm512_loadu_ps(table.as_ptr().add(16)),
+            _mm512_loadu_si512(table.as_ptr().cast::<__m512i>()),
+            _mm512_loadu_si512(table.as_ptr().add(16).cast::<__m512i>()),
         )
     };
     let wide = thresholds.len() > 15;
-    // pos = #{thresholds <= v}: test slot pos + s - 1 for s = 16 (wide only), 8, 4, 2, 1.
-    let count = |v: __m512| -> (__m512i, __m512i) {
+    // pos = #{thresholds <= key}: test slot pos + s - 1 for s = 16 (wide only), 8, 4, 2, 1.
+    let count = |v: __m512| -> (__m512i, __m512i, u16) {
+        let k = keys(v);
         let mut pos = _mm512_setzero_si512();
         if wide {
-            let t = _mm512_permutex2var_ps(lo, _mm512_set1_epi32(15), hi);
-            let ge = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(v, t);
+            let t = _mm512_permutex2var_epi32(lo, _mm512_set1_epi32(15), hi);
+            let ge = _mm512_cmpge_epu32_mask(k, t);
             pos = _mm512_mask_add_epi32(pos, ge, pos, _mm512_set1_epi32(16));
         }
         for s in [8, 4, 2, 1] {
             let idx = _mm512_add_epi32(pos, _mm512_set1_epi32(s - 1));
             let t = if wide {
-                _mm512_permutex2var_ps(lo, idx, hi)
+                _mm512_permutex2var_epi32(lo, idx, hi)
             } else {
-                _mm512_permutexvar_ps(idx, lo)
+                _mm512_permutexvar_epi32(idx, lo)
             };
-            let ge = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(v, t);
+            let ge = _mm512_cmpge_epu32_mask(k, t);
             pos = _mm512_mask_add_epi32(pos, ge, pos, _mm512_set1_epi32(s));
         }
+        let nan = nan_lanes(v);
+        let pos = _mm512_maskz_mov_epi32(!nan, pos);
         (
             _mm512_cvtepu32_epi64(_mm512_castsi512_si256(pos)),
             _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64::<1>(pos)),
+            nan,
         )
     };
     // The last (< 16) values, with masked loads and stores.
@@ -163,10 +182,10 @@ pub fn count_le_f32(values: &[f32], thresholds: &[f32], out: &mut [i64]) -> bool
         // are in bounds (sliced just above).
         unsafe {
             let v = _mm512_maskz_loadu_ps(m, v);
-            let (low, high) = count(v);
+            let (low, high, nan) = count(v);
             _mm512_mask_storeu_epi64(o, m as u8, low);
             _mm512_mask_storeu_epi64(o.add(8), (m >> 8) as u8, high);
-            _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v) & m
+            nan & m
         }
     };
     let n = values.len();
@@ -176,11 +195,11 @@ pub fn count_le_f32(values: &[f32], thresholds: &[f32], out: &mut [i64]) -> bool
         // SAFETY: `values[i..i + 16]` and `out[i..i + 16]` are in bounds (loop condition).
         unsafe {
             let v = _mm512_loadu_ps(values.as_ptr().add(i));
-            let (low, high) = count(v);
+            let (low, high, nan) = count(v);
             let o = out.as_mut_ptr().add(i);
             _mm512_storeu_si512(o.cast::<__m512i>(), low);
             _mm512_storeu_si512(o.add(8).cast::<__m512i>(), high);
-            nan_mask |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
+            nan_mask |= nan;
         }
         i += LANES;
     }
@@ -238,9 +257,13 @@ mod tests {
                     .filter(|t| !t.is_nan())
                     .collect();
                 thresholds.sort_by(f32::total_cmp);
+                let keys: Vec<u32> = thresholds
+                    .iter()
+                    .map(|&t| f32::threshold_key(f64::from(t)))
+                    .collect();
                 let mut out = vec![-7i64; len];
                 // SAFETY: AVX-512 F checked above.
-                let any_nan = unsafe { count_le_f32(&values, &thresholds, &mut out) };
+                let any_nan = unsafe { count_le_f32(&values, &keys, &mut out) };
                 assert_eq!(any_nan, values.iter().any(|v| v.is_nan()));
                 for (&v, &o) in values.iter().zip(&out) {
                     let expect = thresholds.iter().filter(|&&t| v >= t).count();

@@ -25,11 +25,15 @@ pub const NUM_BINS: usize = 1 << 16;
 pub const MAX_BUCKETS: usize = 1 << 16;
 
 /// A float type the kernels accept (`f32` or `f64`).
+///
+/// Keys, their widening and every comparison of the kernels use integer operations only, so a
+/// flushed-denormal floating-point mode (FTZ/DAZ, e.g. after `torch.set_flush_denormal(True)`)
+/// does not turn subnormal values into zeros.
 pub trait Float: Copy + Send + Sync + PartialOrd + 'static {
     /// The order-preserving unsigned key.
     type Key: Copy + Ord + Send + Sync + Default + 'static;
-    /// Key of `self + 0.0` (so `-0.0` and `+0.0` share a key); for finite values the key order
-    /// is the float order.
+    /// The key of the value, `-0.0` mapped to `+0.0`'s; for non-NaN values the key order is the
+    /// float order.
     fn key(self) -> Self::Key;
     /// Histogram bin (top 16 bits) of a key.
     fn bin(key: Self::Key) -> usize;
@@ -37,11 +41,11 @@ pub trait Float: Copy + Send + Sync + PartialOrd + 'static {
     fn key_to_f64(key: Self::Key) -> f64;
     /// Bins that only non-finite values occupy: `[0, lo)` and `[hi, NUM_BINS)`.
     const FINITE_BINS: (usize, usize);
-    /// Widen to `f64` (exact).
-    fn to_f64(self) -> f64;
-    /// The smallest value of this type that is `>= e` (so `v >= e <=> v >= ceil(e)` for every
-    /// `v` of this type). `e` must not be NaN.
-    fn ceil_from_f64(e: f64) -> Self;
+    /// A key `t` with `v >= e <=> key(v) >= t` for every non-NaN `v` of this type (the key of
+    /// the smallest value of this type that is `>= e`). `e` must not be NaN.
+    fn threshold_key(e: f64) -> Self::Key;
+    /// Whether a key is a NaN's.
+    fn key_is_nan(key: Self::Key) -> bool;
     /// Whether the value is NaN.
     fn is_nan_value(self) -> bool;
     /// Copy the keys of the values of `data` whose bin is in `bins` (ascending) into `out`, in
@@ -51,24 +55,50 @@ pub trait Float: Copy + Send + Sync + PartialOrd + 'static {
     }
     /// A vector kernel for [`assign_buckets`]' count (see `compare_count`), when this CPU and
     /// type have one; `None` otherwise.
-    fn count_le_vector(values: &[Self], thresholds: &[Self], out: &mut [i64]) -> Option<bool> {
+    fn count_le_vector(values: &[Self], thresholds: &[Self::Key], out: &mut [i64]) -> Option<bool> {
         let _ = (values, thresholds, out);
         None
     }
+}
+
+/// `f32` key of the float with bits `bits` (`-0.0` as `+0.0`).
+#[inline]
+pub(crate) fn f32_key_of_bits(bits: u32) -> u32 {
+    let bits = if bits == 0x8000_0000 { 0 } else { bits };
+    // Branchless: flip the sign bit of non-negatives, all bits of negatives.
+    #[allow(
+        clippy::cast_sign_loss,
+        reason = "an arithmetic-shift mask, reinterpreted"
+    )]
+    let negative = ((bits as i32) >> 31) as u32;
+    bits ^ (negative | 0x8000_0000)
+}
+
+/// The `f32` with bits `bits` widened to `f64` exactly, by integer operations (a subnormal
+/// stays itself even when the CPU flushes denormal inputs).
+fn widen_f32_bits(bits: u32) -> f64 {
+    let sign = u64::from(bits >> 31) << 63;
+    let exponent = (bits >> 23) & 0xFF;
+    let mantissa = u64::from(bits & 0x7F_FFFF);
+    let wide = match exponent {
+        0xFF => sign | 0x7FF0_0000_0000_0000 | (mantissa << 29),
+        0 if mantissa == 0 => sign,
+        0 => {
+            // mantissa * 2^-149 with its top bit at position p: 1.f * 2^(p - 149)
+            let p = 63 - u64::from(mantissa.leading_zeros());
+            let fraction = (mantissa << (52 - p)) & 0x000F_FFFF_FFFF_FFFF;
+            sign | ((p + 874) << 52) | fraction
+        }
+        _ => sign | ((u64::from(exponent) + 896) << 52) | (mantissa << 29),
+    };
+    f64::from_bits(wide)
 }
 
 impl Float for f32 {
     type Key = u32;
     #[inline]
     fn key(self) -> u32 {
-        // Branchless: flip the sign bit of non-negatives, all bits of negatives.
-        let bits = (self + 0.0).to_bits();
-        #[allow(
-            clippy::cast_sign_loss,
-            reason = "an arithmetic-shift mask, reinterpreted"
-        )]
-        let negative = ((bits as i32) >> 31) as u32;
-        bits ^ (negative | 0x8000_0000)
+        f32_key_of_bits(self.to_bits())
     }
     #[inline]
     fn bin(key: u32) -> usize {
@@ -81,26 +111,26 @@ impl Float for f32 {
         } else {
             key & 0x7FFF_FFFF
         };
-        f64::from(f32::from_bits(bits))
+        widen_f32_bits(bits)
     }
     // -inf has key 0x007F_FFFF (bin 0x7F); +inf has key 0xFF80_0000 (bin 0xFF80); NaNs are beyond.
     const FINITE_BINS: (usize, usize) = (0x0080, 0xFF80);
-    #[inline]
-    fn to_f64(self) -> f64 {
-        f64::from(self)
+    fn threshold_key(e: f64) -> u32 {
+        // The smallest key in [key(-inf), key(+inf)] whose value is >= e (+inf always is).
+        let (mut lo, mut hi) = (0x007F_FFFF_u32, 0xFF80_0000_u32);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if Self::key_to_f64(mid) >= e {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
     }
     #[inline]
-    fn ceil_from_f64(e: f64) -> f32 {
-        #[allow(
-            clippy::cast_possible_truncation,
-            reason = "rounded, then corrected upwards"
-        )]
-        let f = e as f32;
-        if f64::from(f) < e {
-            next_up_f32(f)
-        } else {
-            f
-        }
+    fn key_is_nan(key: u32) -> bool {
+        !(0x007F_FFFF..=0xFF80_0000).contains(&key)
     }
     #[inline]
     fn is_nan_value(self) -> bool {
@@ -119,7 +149,7 @@ impl Float for f32 {
         }
         collect_keys_portable(data, bins, out)
     }
-    fn count_le_vector(values: &[f32], thresholds: &[f32], out: &mut [i64]) -> Option<bool> {
+    fn count_le_vector(values: &[f32], thresholds: &[u32], out: &mut [i64]) -> Option<bool> {
         #[cfg(target_arch = "x86_64")]
         {
             if thresholds.len() <= 31 && crate::simd::has_avx512() {
@@ -136,7 +166,12 @@ impl Float for f64 {
     type Key = u64;
     #[inline]
     fn key(self) -> u64 {
-        let bits = (self + 0.0).to_bits();
+        let bits = self.to_bits();
+        let bits = if bits == 0x8000_0000_0000_0000 {
+            0
+        } else {
+            bits
+        };
         if bits & 0x8000_0000_0000_0000 == 0 {
             bits | 0x8000_0000_0000_0000
         } else {
@@ -161,33 +196,17 @@ impl Float for f64 {
     // -inf: key 0x000F_FFFF_.. (bin 0x000F); +inf: key 0xFFF0_0000_.. (bin 0xFFF0).
     const FINITE_BINS: (usize, usize) = (0x0010, 0xFFF0);
     #[inline]
-    fn to_f64(self) -> f64 {
-        self
+    fn threshold_key(e: f64) -> u64 {
+        e.key() // e is itself an f64 (its -0.0 is +0.0's key, as for every value)
     }
     #[inline]
-    fn ceil_from_f64(e: f64) -> f64 {
-        e
+    fn key_is_nan(key: u64) -> bool {
+        !(0x000F_FFFF_FFFF_FFFF..=0xFFF0_0000_0000_0000).contains(&key)
     }
     #[inline]
     fn is_nan_value(self) -> bool {
         self.is_nan()
     }
-}
-
-/// The next `f32` above `f` (`f` not NaN, not +inf).
-fn next_up_f32(f: f32) -> f32 {
-    if f == f32::INFINITY {
-        return f;
-    }
-    let bits = f.to_bits();
-    let next = if f == 0.0 {
-        1 // smallest positive subnormal, from either zero
-    } else if bits & 0x8000_0000 == 0 {
-        bits + 1
-    } else {
-        bits - 1
-    };
-    f32::from_bits(next)
 }
 
 /// Check `1 <= num_buckets <= MAX_BUCKETS`.
@@ -523,7 +542,7 @@ pub fn assign_buckets<T: Float>(
             format!("length {} != values length {}", out.len(), values.len()),
         ));
     }
-    let thresholds: Vec<T> = edges.iter().map(|&e| T::ceil_from_f64(e)).collect();
+    let thresholds: Vec<T::Key> = edges.iter().map(|&e| T::threshold_key(e)).collect();
     let any_nan = if let Some(any_nan) = T::count_le_vector(values, &thresholds, out) {
         any_nan
     } else if thresholds.len() <= 32 {
@@ -549,7 +568,7 @@ pub fn assign_buckets<T: Float>(
     Ok(())
 }
 
-fn compare_count_dispatch<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+fn compare_count_dispatch<T: Float>(values: &[T], thresholds: &[T::Key], out: &mut [i64]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if crate::simd::has_avx512() {
@@ -566,59 +585,54 @@ fn compare_count_dispatch<T: Float>(values: &[T], thresholds: &[T], out: &mut [i
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
-fn compare_count_avx512<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+fn compare_count_avx512<T: Float>(values: &[T], thresholds: &[T::Key], out: &mut [i64]) -> bool {
     compare_count(values, thresholds, out)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,bmi1,bmi2,fma,lzcnt,popcnt")]
-fn compare_count_avx2<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+fn compare_count_avx2<T: Float>(values: &[T], thresholds: &[T::Key], out: &mut [i64]) -> bool {
     compare_count(values, thresholds, out)
 }
 
-/// Branchless compare-count, blocked so that it auto-vectorises over values.
+/// Branchless compare-count of keys, blocked so that it auto-vectorises over values; NaN values
+/// count 0 (and are reported).
 #[inline(always)]
-fn compare_count<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+fn compare_count<T: Float>(values: &[T], thresholds: &[T::Key], out: &mut [i64]) -> bool {
     let mut any_nan = false;
     let mut acc = [0u32; BLOCK];
+    let mut keys = [T::Key::default(); BLOCK];
     for (vb, ob) in values.chunks(BLOCK).zip(out.chunks_mut(BLOCK)) {
-        if vb.len() == BLOCK {
-            acc.fill(0);
-            for &t in thresholds {
-                for (a, &v) in acc.iter_mut().zip(vb) {
-                    *a += u32::from(v >= t);
-                }
+        let keys = &mut keys[..vb.len()];
+        let acc = &mut acc[..vb.len()];
+        for (k, &v) in keys.iter_mut().zip(vb) {
+            *k = v.key();
+        }
+        acc.fill(0);
+        for &t in thresholds {
+            for (a, &k) in acc.iter_mut().zip(keys.iter()) {
+                *a += u32::from(k >= t);
             }
-            let mut nan = false;
-            for &v in vb {
-                #[allow(clippy::eq_op, reason = "v != v is the branchless NaN test")]
-                {
-                    nan |= v != v;
-                }
-            }
+        }
+        for ((o, &a), &k) in ob.iter_mut().zip(acc.iter()).zip(keys.iter()) {
+            let nan = T::key_is_nan(k);
             any_nan |= nan;
-            for (o, &a) in ob.iter_mut().zip(&acc) {
-                *o = i64::from(a);
-            }
-        } else {
-            for (o, &v) in ob.iter_mut().zip(vb) {
-                let c = thresholds.iter().filter(|&&t| v >= t).count();
-                *o = c as i64;
-                any_nan |= v.is_nan_value();
-            }
+            *o = if nan { 0 } else { i64::from(a) };
         }
     }
     any_nan
 }
 
-/// Branchless binary search for many edges: `O(log B)` per value.
-fn binary_search_count<T: Float>(values: &[T], thresholds: &[T], out: &mut [i64]) -> bool {
+/// Branchless binary search for many edges: `O(log B)` per value; NaN values count 0.
+fn binary_search_count<T: Float>(values: &[T], thresholds: &[T::Key], out: &mut [i64]) -> bool {
     let mut any_nan = false;
     for (o, &v) in out.iter_mut().zip(values) {
-        // partition_point: number of thresholds t with t <= v (thresholds are non-decreasing).
-        let c = thresholds.partition_point(|&t| v >= t);
-        *o = c as i64;
-        any_nan |= v.is_nan_value();
+        let k = v.key();
+        let nan = T::key_is_nan(k);
+        any_nan |= nan;
+        // partition_point: number of thresholds t with t <= k (thresholds are non-decreasing).
+        let c = thresholds.partition_point(|&t| t <= k);
+        *o = if nan { 0 } else { c as i64 };
     }
     any_nan
 }
@@ -709,12 +723,49 @@ mod tests {
         let w = [-0.0f32, 0.0, -0.0, 1.0];
         let e = bucket_edges(&w, 2).unwrap();
         assert_eq!(e[0].to_bits(), 0.0f64.to_bits());
-        let e = 0.1f64;
-        let c = f32::ceil_from_f64(e);
-        assert!(f64::from(c) >= e);
-        assert!(f64::from(f32::from_bits(c.to_bits() - 1)) < e);
-        assert_eq!(f32::ceil_from_f64(-1e300), -f32::MAX);
-        assert_eq!(f32::ceil_from_f64(1e300), f32::INFINITY);
+        for e in [0.1f64, -0.1, 1e-40, -1e-40, 1e-46, 3e38, -3e38] {
+            let t = f32::threshold_key(e);
+            assert!(f32::key_to_f64(t) >= e, "{e}");
+            assert!(f32::key_to_f64(t - 1) < e, "{e}");
+        }
+        assert_eq!(f32::threshold_key(-1e300), (-f32::MAX).key());
+        assert_eq!(f32::threshold_key(1e300), f32::INFINITY.key());
+        assert_eq!(
+            f32::threshold_key(f64::NEG_INFINITY),
+            f32::NEG_INFINITY.key()
+        );
+        assert_eq!(f32::key_to_f64(f32::threshold_key(0.0)), 0.0);
+    }
+
+    #[test]
+    fn keys_and_widening_use_no_float_arithmetic() {
+        // Every f32 class: the integer widening agrees with the FPU's (default mode here).
+        for bits in [
+            0u32,
+            1,
+            2,
+            0x7F_FFFF,
+            0x80_0000,
+            0x3F80_0000,
+            0x7F7F_FFFF,
+            0x7F80_0000,
+            0x8000_0000,
+            0x8000_0001,
+            0x807F_FFFF,
+            0xFF7F_FFFF,
+            0xFF80_0000,
+        ] {
+            let v = f32::from_bits(bits);
+            assert_eq!(
+                f32::key_to_f64(v.key()).to_bits(),
+                f64::from(v + 0.0).to_bits()
+            );
+            assert!(!f32::key_is_nan(v.key()));
+        }
+        assert!(f32::key_is_nan(f32::NAN.key()) && f32::key_is_nan((-f32::NAN).key()));
+        assert!(f64::key_is_nan(f64::NAN.key()) && f64::key_is_nan((-f64::NAN).key()));
+        assert_eq!((-0.0f32).key(), 0.0f32.key());
+        assert_eq!((-0.0f64).key(), 0.0f64.key());
     }
 
     proptest! {

@@ -91,7 +91,9 @@ impl RollingWindow {
                 self.num_non_finite += 1;
                 continue;
             };
-            let x = x + 0.0;
+            // -0.0 stored as +0.0, by its bits (no float arithmetic: a flushed-denormal mode
+            // would turn a subnormal into 0)
+            let x = if x.to_bits() == 0x8000_0000 { 0.0 } else { x };
             let k = <f32 as Float>::bin(x.key());
             if self.buf.len() < cap {
                 self.buf.push(x);
