@@ -81,7 +81,9 @@ def test_c05_floor_of_exactly_one_over_buckets_is_accepted():
     assert cfg.dynamic.floor == 0.25
 
 
-@pytest.mark.parametrize(("floor", "num_buckets"), [(0.33333333333334, 3), (0.25000000000000006, 4)])
+@pytest.mark.parametrize(
+    ("floor", "num_buckets"), [(0.33333333333334, 3), (0.25000000000000006, 4)]
+)
 def test_c05_floor_the_config_accepts_is_accepted_by_the_run(floor, num_buckets):
     """A floor that rounds just above 1/B passes the config's slack: the run's own bucket_probs
     must take it too (it raised at the first recompute), giving uniform weights."""

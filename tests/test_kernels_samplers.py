@@ -387,3 +387,52 @@ def test_weighted_sampler_refuses_a_draw_past_the_counter_limit() -> None:
     assert near.num_draws == limit - 5
     assert near.sample(5).shape == (5,)
     assert near.num_draws == limit
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"seed": 99, "num_draws": 2**64},
+        {"seed": 99, "num_draws": -1},
+        {"seed": 99, "num_draws": "3"},
+        {"seed": 2**64, "num_draws": 5},
+    ],
+)
+def test_weighted_sampler_refused_state_changes_nothing(bad):
+    s = K.WeightedSampler(np.array([1.0, 2.0, 3.0]), seed=7)
+    s.sample(3)
+    before = s.state_dict()
+    with pytest.raises((ValueError, TypeError), match=r"seed|num_draws"):
+        s.load_state_dict(bad)
+    assert s.state_dict() == before
+    fresh = K.WeightedSampler(np.array([1.0, 2.0, 3.0]), seed=7)
+    fresh.sample(3)
+    np.testing.assert_array_equal(s.sample(10), fresh.sample(10))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("seed", 2**64), ("num_calls", -1), ("generation", 2**70), ("cursors", [0, 99])],
+)
+def test_bucket_sampler_refused_state_changes_nothing(key, value):
+    idx = np.array([0, 1, 0, 1, 1], dtype=np.int64)
+    s = K.BucketSampler(idx, 2, seed=3)
+    s.sample(np.array([1.0, 1.0]), 3)
+    before = s.state_dict()
+    bad = dict(before, seed=11, num_calls=5, generation=2)
+    bad[key] = np.array(value, dtype=np.int64) if key == "cursors" else value
+    with pytest.raises((ValueError, SamplingError), match=key):
+        s.load_state_dict(bad)
+    after = s.state_dict()
+    assert {k: after[k] for k in ("seed", "num_calls", "generation")} == {
+        k: before[k] for k in ("seed", "num_calls", "generation")
+    }
+    np.testing.assert_array_equal(after["cursors"], before["cursors"])
+    np.testing.assert_array_equal(after["epochs"], before["epochs"])
+
+
+def test_u64_seeds_keep_their_full_range():
+    assert K.WeightedSampler(np.ones(2), seed=2**64 - 1).seed == 2**64 - 1
+    assert K.epoch_permutation(3, 2**64 - 1, np.uint64(2**64 - 1)).shape == (3,)
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*64\), got -1"):
+        K.epoch_permutation(3, -1, 0)

@@ -557,3 +557,17 @@ def test_resume_unchanged_or_appended_matches_phase_at(
     raw["max_duration"] = f"{sum(durations) + appended}tok"
     longer = parse_curriculum(raw)
     assert check_resume(longer, saved).phase_idx == PhaseSchedule(longer).phase_at(progress)
+
+
+@pytest.mark.parametrize("resume", ["auto", "path"])
+def test_latest_file_with_non_utf8_bytes_is_one_line_naming_it(tmp_path, resume) -> None:
+    from curriculum_ds.checkpoint import locate_checkpoint, resume_target
+
+    ckpts = tmp_path / "checkpoints"
+    ckpts.mkdir()
+    (ckpts / "latest").write_bytes(b"\xff\xfeglobal_step4")
+    pattern = re.escape(f"{ckpts / 'latest'}: not a DeepSpeed `latest` file (not UTF-8 text")
+    with pytest.raises(ResumeError, match=pattern):
+        resume_target("auto" if resume == "auto" else str(ckpts), tmp_path)
+    with pytest.raises(ResumeError, match=pattern):
+        locate_checkpoint(ckpts)

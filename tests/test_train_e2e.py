@@ -142,3 +142,20 @@ def test_torchrun_gives_the_same_steps_as_the_deepspeed_launcher(two_phase_run, 
     reference = metrics(run_dir)[:3]
     assert [r["tokens"] for r in ours] == [r["tokens"] for r in reference]
     assert [r["loss"] for r in ours] == pytest.approx([r["loss"] for r in reference], rel=1e-6)
+
+
+@pytest.mark.parametrize("value", ["abc", "", " "])
+def test_case_c08_invalid_local_rank_env_is_one_line(monkeypatch, capsys, value):
+    from curriculum_ds.distributed import LocalRankError
+    from curriculum_ds.train import main
+
+    monkeypatch.setenv("LOCAL_RANK", value)
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(LocalRankError, match=f"LOCAL_RANK={value!r} in the environment"):
+        parse_args(["--deepspeed_config", "ds.json", "--run-dir", "r"])
+    with pytest.raises(LocalRankError, match=f"LOCAL_RANK={value!r}"):
+        parse_args(["--local_rank=0", "--deepspeed_config", "ds.json", "--run-dir", "r"])
+    assert main(["--deepspeed_config", "ds.json", "--run-dir", "r"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"LOCAL_RANK={value!r}" in err

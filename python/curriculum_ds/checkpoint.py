@@ -17,16 +17,31 @@ def locate_checkpoint(ckpt: Path) -> tuple[Path, str]:
     """``(folder DeepSpeed loads from, tag)`` for a checkpoints folder (with ``latest``) or a tag.
 
     Raises:
-        ResumeError: If ``ckpt`` is neither.
+        ResumeError: If ``ckpt`` is neither, or its ``latest`` is not UTF-8 text (names the
+            file).
     """
     latest = ckpt / "latest"
     if latest.is_file():
-        return ckpt, latest.read_text().strip()
+        return ckpt, _read_latest(latest)
     if any(ckpt.glob("*model_states.pt")):
         return ckpt.parent, ckpt.name
     raise ResumeError(
         f"{ckpt}: not a DeepSpeed checkpoint folder (no `latest`, no *model_states.pt)"
     )
+
+
+def _read_latest(latest: Path) -> str:
+    """The tag a ``latest`` file names; one line naming the file when it is unreadable."""
+    try:
+        tag = latest.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise ResumeError(
+            f"{latest}: not a DeepSpeed `latest` file (not UTF-8 text: byte "
+            f"{exc.object[exc.start : exc.start + 1]!r} at offset {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise ResumeError(f"{latest}: cannot be read ({exc.strerror or exc})") from None
+    return tag
 
 
 def resume_target(resume: str | None, run_dir: Path) -> tuple[Path, str] | None:
@@ -36,7 +51,7 @@ def resume_target(resume: str | None, run_dir: Path) -> tuple[Path, str] | None:
     checkpoints folder or one tag folder.
 
     Raises:
-        ResumeError: A given path holds no checkpoint.
+        ResumeError: A given path holds no checkpoint, or a ``latest`` file is not UTF-8 text.
     """
     if not resume:
         return None
@@ -44,6 +59,8 @@ def resume_target(resume: str | None, run_dir: Path) -> tuple[Path, str] | None:
         ckpts = run_dir / "checkpoints"
         return locate_checkpoint(ckpts) if (ckpts / "latest").is_file() else None
     path = Path(resume)
+    if (path / "latest").is_file():
+        return locate_checkpoint(path)  # an unreadable `latest` is reported as it is
     try:
         return locate_checkpoint(path)
     except ResumeError:

@@ -9,12 +9,39 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import IO
 
-__all__ = ["LocalRankError", "prepare_environment", "resolve_local_rank"]
+from curriculum_ds.errors import CurriculumError
+
+__all__ = [
+    "RUN_DIR_LOCK_NAME",
+    "LocalRankError",
+    "RunDirInUseError",
+    "lock_run_dir",
+    "prepare_environment",
+    "resolve_local_rank",
+]
+
+RUN_DIR_LOCK_NAME = ".curriculum_ds.lock"
+"""The lock file a training run holds inside its ``--run-dir`` (see :func:`lock_run_dir`)."""
 
 
 class LocalRankError(ValueError):
-    """``--local_rank`` and the ``LOCAL_RANK`` environment variable disagree."""
+    """``--local_rank`` and the ``LOCAL_RANK`` environment variable disagree, or one is invalid."""
+
+
+class RunDirInUseError(CurriculumError):
+    """Another live training run holds the lock of the same ``--run-dir``."""
+
+
+def _env_local_rank(env: str) -> int:
+    """``LOCAL_RANK``'s value as an int; one line naming the variable when it is not one."""
+    try:
+        return int(env)
+    except ValueError:
+        raise LocalRankError(
+            f"LOCAL_RANK={env!r} in the environment is not an integer local rank"
+        ) from None
 
 
 def resolve_local_rank(cli_local_rank: int | None) -> int:
@@ -31,13 +58,14 @@ def resolve_local_rank(cli_local_rank: int | None) -> int:
         The local rank, an int ≥ 0 (0 for a plain single-process run).
 
     Raises:
-        LocalRankError: If ``--local_rank`` and ``LOCAL_RANK`` are both set and differ, or negative.
+        LocalRankError: If ``--local_rank`` and ``LOCAL_RANK`` are both set and differ, either is
+            negative, or ``LOCAL_RANK`` is not an integer (e.g. empty).
     """
     env = os.environ.get("LOCAL_RANK")
     if cli_local_rank is None:
-        local_rank = int(env) if env is not None else 0
+        local_rank = _env_local_rank(env) if env is not None else 0
     else:
-        if env is not None and int(env) != cli_local_rank:
+        if env is not None and _env_local_rank(env) != cli_local_rank:
             raise LocalRankError(
                 f"--local_rank={cli_local_rank} disagrees with LOCAL_RANK={env} in the environment"
             )
@@ -46,6 +74,47 @@ def resolve_local_rank(cli_local_rank: int | None) -> int:
         raise LocalRankError(f"local rank must be >= 0, got {local_rank}")
     os.environ["LOCAL_RANK"] = str(local_rank)
     return local_rank
+
+
+def lock_run_dir(run_dir: Path) -> IO[str]:
+    """Take the exclusive lock of ``run_dir`` for this process's lifetime (POSIX ``flock``).
+
+    Creates ``run_dir`` and its lock file :data:`RUN_DIR_LOCK_NAME` if needed, locks the file
+    without waiting and writes this process's pid into it. The lock lasts as long as the returned
+    file stays open, and the kernel drops it when the process ends in any way (``kill -9``
+    included), so a stale lock file never blocks a later run. Only one process per run takes it
+    (global rank 0): ``flock`` locks conflict between the ranks of one node as well.
+
+    Returns:
+        The open lock file; keep a reference to it until the run ends.
+
+    Raises:
+        RunDirInUseError: Another process holds the lock (the message names its pid).
+        OSError: ``run_dir`` cannot be created or the lock file cannot be opened.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = (run_dir / RUN_DIR_LOCK_NAME).open("a+", encoding="utf-8")
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        return lock
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "unknown"
+        lock.close()
+        raise RunDirInUseError(
+            f"run dir {run_dir} is in use by another run (pid {holder})"
+        ) from None
+    except BaseException:
+        lock.close()
+        raise
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def prepare_environment() -> bool:

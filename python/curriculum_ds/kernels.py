@@ -70,10 +70,32 @@ def _int64(x: ArrayLike, name: str) -> NDArray[np.int64]:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_U64_MAX = 2**64 - 1
+
+
 def _int(x: object, name: str) -> int:
+    """An int argument the native module takes as an int64 (a length, count or index).
+
+    A Python int beyond the int64 range is refused here with a ValueError naming the argument
+    (the native conversion would raise OverflowError); the kernel checks the documented range.
+    """
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(x).__name__}")
-    return int(x)
+    n = int(x)
+    if not _I64_MIN <= n <= _I64_MAX:
+        raise ValueError(f"{name} = {n} is out of range (beyond the int64 range)")
+    return n
+
+
+def _u64(x: object, name: str) -> int:
+    """A seed or counter: an int in ``[0, 2**64)`` (ValueError naming the argument otherwise)."""
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(x).__name__}")
+    n = int(x)
+    if not 0 <= n <= _U64_MAX:
+        raise ValueError(f"{name} must be in [0, 2**64), got {n}")
+    return n
 
 
 def _physical_memory_bytes() -> int:
@@ -298,7 +320,7 @@ class WeightedSampler:
     """
 
     def __init__(self, weights: ArrayLike, seed: int) -> None:
-        self._native = _native.WeightedSampler(_float64(weights, "weights"), _int(seed, "seed"))
+        self._native = _native.WeightedSampler(_float64(weights, "weights"), _u64(seed, "seed"))
 
     def sample(self, k: int) -> NDArray[np.int64]:
         """The next ``k`` draws: int64 array of shape ``(k,)`` with values in ``[0, N)``.
@@ -335,13 +357,18 @@ class WeightedSampler:
         The sampler must have been built from the same weights.
 
         Raises:
-            ValueError: a key is missing or a value is out of range.
+            ValueError: a key is missing or a value is out of range; the sampler is then
+                unchanged.
+            TypeError: a value is not an int.
         """
         for key in ("seed", "num_draws"):
             if key not in state:
                 raise ValueError(f"WeightedSampler state is missing the key {key!r}")
-        self._native.seed = _int(state["seed"], "seed")
-        self._native.num_draws = _int(state["num_draws"], "num_draws")
+        # both values are checked before either is assigned: a refused state changes nothing
+        seed = _u64(state["seed"], "seed")
+        num_draws = _u64(state["num_draws"], "num_draws")
+        self._native.seed = seed
+        self._native.num_draws = num_draws
 
     def __repr__(self) -> str:
         return f"WeightedSampler(n={len(self)}, seed={self.seed}, num_draws={self.num_draws})"
@@ -374,7 +401,7 @@ def sample_without_replacement(weights: ArrayLike, k: int, seed: int) -> NDArray
     principle, change a selection (never observed; the golden test pins seed 1234).
     """
     return _native.sample_without_replacement(
-        _float64(weights, "weights"), _count(k, "k"), _int(seed, "seed")
+        _float64(weights, "weights"), _count(k, "k"), _u64(seed, "seed")
     )
 
 
@@ -395,7 +422,7 @@ def epoch_permutation(n: int, seed: int, epoch: int) -> NDArray[np.int64]:
     Raises:
         ValueError: ``n < 0`` or seed/epoch out of range.
     """
-    return _native.epoch_permutation(_count(n, "n"), _int(seed, "seed"), _int(epoch, "epoch"))
+    return _native.epoch_permutation(_count(n, "n"), _u64(seed, "seed"), _u64(epoch, "epoch"))
 
 
 class BucketSampler:
@@ -427,7 +454,7 @@ class BucketSampler:
 
     def __init__(self, bucket_idx: ArrayLike, num_buckets: int, seed: int) -> None:
         self._native = _native.BucketSampler(
-            _int64(bucket_idx, "bucket_idx"), _int(num_buckets, "num_buckets"), _int(seed, "seed")
+            _int64(bucket_idx, "bucket_idx"), _int(num_buckets, "num_buckets"), _u64(seed, "seed")
         )
 
     def sample(self, probs: ArrayLike, k: int) -> NDArray[np.int64]:
@@ -501,15 +528,18 @@ class BucketSampler:
 
         Raises:
             ValueError: a key is missing, lengths differ from ``num_buckets``, a cursor exceeds
-                its bucket's size or a counter is negative.
+                its bucket's size or a counter is out of range; the sampler is then unchanged.
         """
         for key in ("seed", "num_calls", "generation", "cursors", "epochs"):
             if key not in state:
                 raise ValueError(f"BucketSampler state is missing the key {key!r}")
+        # every value is converted and checked here, then handed over in one native call that
+        # validates against the bucket assignment before it assigns: a refused state changes
+        # nothing
         self._native.load_state(
-            _int(state["seed"], "seed"),
-            _int(state["num_calls"], "num_calls"),
-            _int(state["generation"], "generation"),
+            _u64(state["seed"], "seed"),
+            _u64(state["num_calls"], "num_calls"),
+            _u64(state["generation"], "generation"),
             _int64(state["cursors"], "cursors"),
             _int64(state["epochs"], "epochs"),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, cast
 
 __all__ = ["build_command", "default_num_gpus", "launcher_env", "run_command"]
 
@@ -102,6 +104,54 @@ def launcher_env(*, cuda: bool) -> dict[str, str]:
     return env
 
 
+# The watchdog of run_command: a process in the launcher's own process group that waits for
+# EOF on stdin. "done" before EOF: the launcher finished normally. Bare EOF: the process that
+# ran the launcher is gone (even by SIGKILL, which nothing can catch), so the whole group (the
+# DeepSpeed runner, its `deepspeed.launcher.launch` and every rank) is stopped: SIGTERM first
+# (DeepSpeed's launch terminates its ranks on it), SIGKILL after a grace period.
+_WATCHDOG = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+if sys.stdin.buffer.read() == b"done":
+    sys.exit(0)
+group = os.getpgrp()
+os.killpg(group, signal.SIGTERM)
+time.sleep(float(sys.argv[1]))
+os.killpg(group, signal.SIGKILL)
+"""
+
+_GRACE_S = 10.0
+"""Seconds the ranks get to stop on SIGTERM before SIGKILL, when the launching process died."""
+
+
 def run_command(cmd: Sequence[str], *, cuda: bool) -> int:
-    """Run the launcher in the foreground; returns its exit code."""
-    return subprocess.call(list(cmd), env=launcher_env(cuda=cuda))
+    """Run the launcher in the foreground; returns its exit code (negative: killed by a signal).
+
+    On POSIX the launcher and everything it starts run in a process group of their own, with a
+    watchdog process in it: when this process ends before the launcher does (``kill -9``
+    included), the watchdog stops the whole group, so no rank is left running, reparented to
+    init, writing into the run dir. Ctrl-C (or an exception here) stops the group the same way.
+    """
+    env = launcher_env(cuda=cuda)
+    if os.name != "posix":
+        return subprocess.call(list(cmd), env=env)
+    watchdog = subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, str(_GRACE_S)],
+        stdin=subprocess.PIPE,
+        process_group=0,
+    )
+    to_watchdog = cast("IO[bytes]", watchdog.stdin)  # stdin=PIPE: always a pipe
+    stop_group = False  # True while the launcher runs: leaving then stops it
+    try:
+        proc = subprocess.Popen(list(cmd), env=env, process_group=watchdog.pid)
+        stop_group = True
+        code = proc.wait()
+        stop_group = False
+        return code
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            if not stop_group:
+                to_watchdog.write(b"done")
+            to_watchdog.close()
+        watchdog.wait()

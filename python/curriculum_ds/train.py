@@ -112,13 +112,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run training; returns the process exit code (0 ok, 1 refused config/resume)."""
     from curriculum_ds.config import load_config
-    from curriculum_ds.distributed import LocalRankError, prepare_environment
+    from curriculum_ds.distributed import LocalRankError, lock_run_dir, prepare_environment
     from curriculum_ds.errors import CurriculumError
 
+    run_dir_lock = None  # held (open) until this process ends
     try:
         args = parse_args(argv)
         # refused before any rank trains: the checks of `curriculum-ds validate --model`
         run = load_config(args.deepspeed_config, check_data=True, model=args.model, strict=True)
+        if os.environ.get("RANK", "0") == "0":
+            # one run per run dir, taken before anything is read or written there; a second
+            # run's rank 0 exits 1 here and its launcher stops its other ranks
+            run_dir_lock = lock_run_dir(args.run_dir)
         check_resume_before_training(args, run)
     except (CurriculumError, LocalRankError) as exc:
         # every rank reaches the same verdict on the same files: one line, from global rank 0
@@ -132,6 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("RANK", "0") == "0":  # the same verdict on every rank: print it once
             print(f"curriculum_ds: error: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if run_dir_lock is not None:
+            run_dir_lock.close()
 
 
 def check_resume_before_training(args: argparse.Namespace, run: RunConfig) -> None:
