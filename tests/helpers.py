@@ -138,3 +138,34 @@ def one_error_line(result: Any) -> str:
     assert len(lines) == 1, result.output
     assert "Traceback" not in result.output
     return lines[0]
+
+
+def two_phase_curriculum(
+    first: Path, second: Path, *, static_metric: str | None = None
+) -> dict[str, Any]:
+    """A 3000-token curriculum: "short" (``first`` only, 1000 tok), then "mix" (0.3/0.7), with
+    dynamic re-weighting by ``static_metric`` when given (2 buckets)."""
+    cur: dict[str, Any] = {
+        "max_duration": "3000tok",
+        "schedule": [
+            {
+                "name": "short",
+                "duration": "1000tok",
+                "train_loader": {"streams": [{"local": str(first)}], "max_seq_len": 64},
+            },
+            {
+                "name": "mix",
+                "duration": "2000tok",
+                "train_loader": {
+                    "streams": [
+                        {"local": str(first), "proportion": 0.3},
+                        {"local": str(second), "proportion": 0.7},
+                    ],
+                    "max_seq_len": 64,
+                },
+            },
+        ],
+    }
+    if static_metric is not None:
+        cur["dynamic"] = {"enabled": True, "num_buckets": 2, "static_metric": static_metric}
+    return cur

@@ -216,6 +216,25 @@ def test_unknown_static_metric_is_a_clear_error(datasets):
         dyn.start_phase(loader, None)
 
 
+def test_non_finite_static_metric_names_stream_column_and_sample(datasets):
+    """C06 variant: a NaN in the metric column (metrics.npz edited after validate) is named by
+    stream, column and sample, not reported as the kernel's "pass nan_policy" hint."""
+    from curriculum_ds.errors import ConfigError
+
+    loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
+    info = loader.infos[1]
+    column = np.array(info.metrics["token_entropy"], dtype=np.float64)
+    column[5] = np.nan
+    info.metrics["token_entropy"] = column
+    dyn = DynamicReweighter(_cfg(static_metric="token_entropy"), seed=3)
+    with pytest.raises(
+        ConfigError,
+        match=rf"stream '{loader.stream_names[1]}': metric column 'token_entropy' is nan at "
+        r"sample 5; every value must be finite",
+    ):
+        dyn.start_phase(loader, None)
+
+
 def test_recompute_gives_floored_probs_that_sum_to_one(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     dyn = DynamicReweighter(_cfg(), seed=3)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers import one_error_line, ragged_docs, write_ds_config
+from helpers import one_error_line, ragged_docs, two_phase_curriculum, write_ds_config
 
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import load_config
@@ -67,32 +67,8 @@ def _model(root: Path, vocab_size: Any) -> Path:
     return folder
 
 
-def _curriculum(first: Path, second: Path) -> dict[str, Any]:
-    return {
-        "max_duration": "3000tok",
-        "schedule": [
-            {
-                "name": "short",
-                "duration": "1000tok",
-                "train_loader": {"streams": [{"local": str(first)}], "max_seq_len": 64},
-            },
-            {
-                "name": "mix",
-                "duration": "2000tok",
-                "train_loader": {
-                    "streams": [
-                        {"local": str(first), "proportion": 0.3},
-                        {"local": str(second), "proportion": 0.7},
-                    ],
-                    "max_seq_len": 64,
-                },
-            },
-        ],
-    }
-
-
 def _validate(tmp_path: Path, first: Path, second: Path, *args: str) -> Any:
-    cfg = write_ds_config(tmp_path / "ds.json", _curriculum(first, second))
+    cfg = write_ds_config(tmp_path / "ds.json", two_phase_curriculum(first, second))
     return CliRunner().invoke(cli_main, ["validate", str(cfg), *args])
 
 
@@ -107,6 +83,15 @@ def _shard(folder: Path, k: int) -> Path:
         folder
         / json.loads((folder / "index.json").read_text())["shards"][k]["raw_data"]["basename"]
     )
+
+
+def _drop_hashes(folder: Path) -> None:
+    """Forget the shard hashes prepare records, as in a dataset written without them: the
+    header and decoding checks below are what catches corruption then."""
+    index = json.loads((folder / "index.json").read_text())
+    for shard in index["shards"]:
+        shard["raw_data"]["hashes"] = {}
+    (folder / "index.json").write_text(json.dumps(index))
 
 
 LONG = 'curriculum.schedule[1] ("mix").train_loader.streams[1].local'
@@ -133,6 +118,7 @@ def test_validate_refuses_a_truncated_shard(tmp_path: Path) -> None:
 def test_validate_refuses_a_shard_with_corrupt_offsets(tmp_path: Path) -> None:
     short = _prepared(tmp_path, "short")
     long = _prepared(tmp_path, "long", size_limit=1024)
+    _drop_hashes(long)
     shard = _shard(long, 0)
     data = bytearray(shard.read_bytes())
     data[8:12] = (7).to_bytes(4, "little")  # the second sample's offset, same file size
@@ -147,6 +133,7 @@ def test_validate_refuses_a_shard_with_corrupt_offsets(tmp_path: Path) -> None:
 def test_validate_refuses_an_undecodable_sample(tmp_path: Path) -> None:
     short = _prepared(tmp_path, "short")
     long = _prepared(tmp_path, "long")
+    _drop_hashes(long)
     shard = _shard(long, 0)
     data = bytearray(shard.read_bytes())
     first = int.from_bytes(data[4:8], "little")  # sample 0 starts with its input_ids size

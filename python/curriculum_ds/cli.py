@@ -77,7 +77,11 @@ def prepare(inputs: tuple[Path, ...], out: Path, tokenizer: Path | None, max_seq
     help="a checkpoint folder: report whether the schedule can resume from it",
 )
 @click.option(
-    "--num-gpus", default=1, show_default=True, help="data-parallel ranks, for the step estimate"
+    "--num-gpus",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="data-parallel ranks, for the step estimate",
 )
 @click.option(
     "--model",

@@ -646,6 +646,10 @@ def load_config(
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        from curriculum_ds.data import json_limit_reason
+
+        raise ConfigError(f"{path}: invalid JSON: {json_limit_reason(exc)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a JSON object at the top level, got {_show(raw)}")
     if "curriculum" not in raw:
@@ -778,8 +782,9 @@ def check_streams(
     * Each stream's shard files must match its ``index.json`` and a probe of its samples must
       decode (:func:`curriculum_ds.data.verify_stream`; with ``strict``, recorded shard hashes
       are verified too, which reads every hashed shard once).
-    * Streams made by ``curriculum-ds prepare`` must all share one vocabulary size (one
-      tokenizer); streams of unknown vocabulary are not compared.
+    * Streams made by ``curriculum-ds prepare`` must all share one vocabulary size and one
+      tokenizer (the byte tokenizer, or one ``tokenizer.json`` by its recorded sha256); streams
+      of unknown vocabulary are not compared. Every stream must hold at least one sample.
     * Token ids (a stream's recorded or scanned range, and its probed samples) must be in
       ``[0, vocab_size)`` of the embedding that will read them: ``model``'s ``config.json``
       ``vocab_size`` when ``model`` is given; else, with ``strict`` (the run gets no ``--model``
@@ -788,7 +793,8 @@ def check_streams(
       range-checked: the run may be given a ``--model`` this check does not know).
     * With ``strict`` and no ``model``, at least one stream must record its ``vocab_size``
       (else the run needs ``--model``).
-    * With dynamic re-weighting, every stream must have the ``static_metric`` column.
+    * With dynamic re-weighting, every stream must have the ``static_metric`` column, and its
+      values must be finite (the bucketing refuses a NaN or an infinity).
 
     Relative ``local`` paths are resolved against the current working directory. Reads the
     streams' metadata, shard headers and a few samples; deterministic.
@@ -801,10 +807,11 @@ def check_streams(
 
     Raises:
         ConfigError: naming the JSON path and phase of the first bad stream (missing, not MDS,
-            unreadable, a shard file missing/truncated/corrupt, another vocab_size, a token id
-            out of range, no known vocab_size), ``--model`` when its folder or ``vocab_size``
-            cannot be read, or ``curriculum.dynamic.static_metric`` when dynamic re-weighting is
-            enabled and a stream lacks that metric column.
+            unreadable, empty, a shard file missing/truncated/corrupt, another vocab_size or
+            tokenizer, a token id out of range, no known vocab_size), ``--model`` when its folder
+            or ``vocab_size`` cannot be read, or ``curriculum.dynamic.static_metric`` when dynamic
+            re-weighting is enabled and a stream lacks that metric column or holds a non-finite
+            value in it (naming the stream, the column and the sample index).
     """
     infos, token_ranges = _read_streams(cfg, verify_hashes=strict)
     streams = [
@@ -817,8 +824,10 @@ def check_streams(
         first_seen.setdefault(stream.local, where)
 
     first_vocab: tuple[int, str, str] | None = None  # (vocab_size, local, where)
+    first_tok: tuple[str, str, str, str] | None = None  # (identity, shown, local, where)
     for where, stream in streams:
-        vocab = getattr(infos[stream.local], "vocab_size", None)
+        info = infos[stream.local]
+        vocab = getattr(info, "vocab_size", None)
         if not isinstance(vocab, int):
             continue  # not made by `prepare`: the tokenizer is unknown
         if first_vocab is None:
@@ -828,6 +837,17 @@ def check_streams(
                 f"{where}.local: {_show(stream.local)} was tokenized with "
                 f"vocab_size {vocab} but {_show(first_vocab[1])} ({first_vocab[2]}) with "
                 f"{first_vocab[0]}; all streams must share one tokenizer"
+            )
+        identity = _tokenizer_identity(info)
+        if identity is None:
+            continue
+        if first_tok is None:
+            first_tok = (*identity, stream.local, where.removeprefix("curriculum."))
+        elif identity[0] != first_tok[0]:
+            raise ConfigError(
+                f"{where}.local: {_show(stream.local)} was prepared with tokenizer "
+                f"{identity[1]} but {_show(first_tok[2])} ({first_tok[3]}) with tokenizer "
+                f"{first_tok[1]}; all streams must share one tokenizer"
             )
 
     run_vocab: tuple[int, str] | None = None  # (vocab_size, where it comes from)
@@ -874,10 +894,48 @@ def check_streams(
     metric = cfg.dynamic.static_metric
     for where, stream in streams:
         metrics = getattr(infos[stream.local], "metrics", None)
-        if isinstance(metrics, Mapping) and metric not in metrics:
+        if not isinstance(metrics, Mapping):
+            continue
+        if metric not in metrics:
             have = ", ".join(sorted(metrics)) or "none"
             raise ConfigError(
                 f"curriculum.dynamic.static_metric: stream {_show(stream.local)} "
                 f"({where.removeprefix('curriculum.')}) has no "
                 f"metric column {_show(metric)} (it has: {have})"
             )
+        bad = _first_non_finite(metrics[metric])
+        if bad is not None:
+            raise ConfigError(
+                f"curriculum.dynamic.static_metric: stream {_show(stream.local)} "
+                f"({where.removeprefix('curriculum.')}): metric column {_show(metric)} of "
+                f"metrics.npz is {bad[1]} at sample {bad[0]}; every value must be finite "
+                "(re-run `curriculum-ds prepare`)"
+            )
+
+
+def _first_non_finite(values: Any) -> tuple[int, float] | None:
+    """``(sample_idx, value)`` of the first NaN or infinite value of a metric column, or None."""
+    import numpy as np
+
+    arr = np.asarray(values, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size == 0:
+        return None
+    return int(bad[0]), float(arr[bad[0]])
+
+
+def _tokenizer_identity(info: Any) -> tuple[str, str] | None:
+    """``(identity, shown)`` of the tokenizer a stream was prepared with, or None if unknown.
+
+    The byte tokenizer is ``"byte"``; a ``tokenizer.json`` is its recorded sha256 (the same file
+    at another path is the same tokenizer), else its path.
+    """
+    tokenizer = getattr(info, "tokenizer", None)
+    sha = getattr(info, "tokenizer_sha256", None)
+    if tokenizer == "byte":
+        return "byte", '"byte"'
+    if isinstance(sha, str):
+        return f"sha256:{sha}", f"{_show(tokenizer)} (sha256 {sha[:12]})"
+    if isinstance(tokenizer, str):
+        return f"path:{tokenizer}", _show(tokenizer)
+    return None

@@ -68,6 +68,7 @@ __all__ = [
     "close_stream",
     "compression_ratio",
     "ensure_local_world_size",
+    "json_limit_reason",
     "load_tokenizer",
     "open_stream",
     "prepare",
@@ -76,6 +77,9 @@ __all__ = [
     "token_entropy",
     "verify_stream",
 ]
+
+MAX_VOCAB_SIZE = 2**31 - 1
+"""Largest ``vocab_size`` accepted: token ids are int32."""
 
 DATASET_FORMAT = "curriculum_ds/1"
 """Value of ``format`` in ``curriculum_meta.json``; bumped when the layout changes."""
@@ -88,6 +92,10 @@ METRIC_COLUMNS: tuple[str, ...] = ("num_tokens", "token_entropy", "compression_r
 
 EOS_TOKEN_CANDIDATES: tuple[str, ...] = ("</s>", "<|endoftext|>", "[SEP]")
 """Tokens looked up, in this order, to find a HF tokenizer's end-of-document id."""
+
+SHARD_HASHES: tuple[str, ...] = ("sha1",)
+"""Hashes :func:`prepare` records per shard file in ``index.json`` (Python's ``hashlib``, no extra
+package); ``curriculum-ds validate`` checks them (:func:`verify_stream` with ``verify_hashes``)."""
 
 _MDS_COLUMNS = {
     "input_ids": "ndarray:int32",
@@ -273,6 +281,20 @@ def _decode_text(path: Path, data: bytes) -> str:
         ) from err
 
 
+def json_limit_reason(err: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` refused a text for a reason other than its syntax, in a few words.
+
+    Python's parser recurses once per nesting level (``RecursionError``) and refuses integer
+    literals longer than ``sys.get_int_max_str_digits()`` digits (a ``ValueError``).
+    """
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if "integer string conversion" in detail:
+        return "an integer literal of more than 4300 digits"
+    return detail
+
+
 def _iter_jsonl(path: Path, data: bytes) -> Iterator[str]:
     text = _decode_text(path, data)
     # Split on "\n" only: str.splitlines() would also cut at U+2028, U+0085, ..., which
@@ -284,6 +306,8 @@ def _iter_jsonl(path: Path, data: bytes) -> Iterator[str]:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise DataError(f"{path}:{lineno}: invalid JSON ({err.msg})") from err
+        except (ValueError, RecursionError) as err:
+            raise DataError(f"{path}:{lineno}: invalid JSON ({json_limit_reason(err)})") from None
         if not isinstance(obj, dict):
             raise DataError(
                 f"{path}:{lineno}: expected a JSON object with a 'text' field, "
@@ -496,6 +520,15 @@ def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
                 np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
 
 
+def _remove_empty_folders(folders: Sequence[Path]) -> None:
+    """Remove each folder (deepest first) if it is empty; stop at the first that is not."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def prepare(
     inputs: Sequence[Path],
     out: Path,
@@ -521,7 +554,9 @@ def prepare(
     dropped. Samples never span two documents. The MDS columns are ``input_ids``
     (``ndarray:int32``, shape ``(num_tokens,)``) and the metrics of :data:`METRIC_COLUMNS` (see the
     module docstring). Everything is written to a temporary folder next to ``out`` and renamed at
-    the end, so an error leaves no partial dataset under ``out``. Deterministic: the same inputs
+    the end, so an error leaves no partial dataset under ``out`` (and the parent folders of
+    ``out`` that this call created are removed again). Each shard's :data:`SHARD_HASHES` are
+    recorded in ``index.json``. Deterministic: the same inputs
     and tokenizer file give byte-identical outputs. ``out`` may not lie inside an input folder
     (a later run over that folder would read the shards back as documents).
 
@@ -561,10 +596,12 @@ def prepare(
     _check_out(out)
     tok = load_tokenizer(tokenizer)
 
+    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]  # deepest first
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     except OSError as err:
+        _remove_empty_folders(created)
         raise DataError(f"cannot create the output folder {out}: {err.strerror or err}") from None
     try:
         stats = _ReadStats()
@@ -573,7 +610,11 @@ def prepare(
         entropies: list[float] = []
         ratios: list[float] = []
         max_token_id = -1
-        writer_kwargs: dict[str, Any] = {"progress_bar": False, "exist_ok": False}
+        writer_kwargs: dict[str, Any] = {
+            "progress_bar": False,
+            "exist_ok": False,
+            "hashes": list(SHARD_HASHES),
+        }
         if size_limit is not None:
             writer_kwargs["size_limit"] = size_limit
         bar = tqdm(desc="prepare", unit="doc", disable=not progress, leave=False)
@@ -637,6 +678,7 @@ def prepare(
         tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty_folders(created)
         raise
     return PrepareSummary(
         out=given_out,
@@ -707,12 +749,13 @@ def _read_index(local: Path) -> dict[str, Any]:
         index = json.loads(index_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataError(f"cannot read MDS index {index_path}: {err}") from err
+    except (ValueError, RecursionError) as err:
+        raise DataError(f"cannot read MDS index {index_path}: {json_limit_reason(err)}") from None
     shards = index.get("shards") if isinstance(index, dict) else None
     if not isinstance(shards, list) or not shards:
         raise DataError(f"MDS index lists no shards: {index_path}")
     for i, shard in enumerate(shards):
-        if not isinstance(shard, dict) or not isinstance(shard.get("samples"), int):
-            raise DataError(f"MDS index {index_path}: shards[{i}] is malformed")
+        _check_shard_entry(index_path, i, shard)
         names = [
             (shard.get(key) or {}).get("basename")
             for key in ("raw_data", "zip_data")
@@ -737,6 +780,78 @@ def _read_index(local: Path) -> dict[str, Any]:
     return index
 
 
+_MAX_SHARD_SAMPLES = 2**32 - 2  # an MDS shard header stores num_samples + 1 offsets as uint32
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_shard_entry(index_path: Path, i: int, shard: Any) -> None:
+    """Check the types and ranges of ``index.json``'s ``shards[i]`` that the readers rely on.
+
+    Raises:
+        DataError: one line naming ``index_path``, the shard index and the key.
+    """
+    where = f"MDS index {index_path}: shards[{i}]"
+    if not isinstance(shard, dict):
+        raise DataError(f"{where} is malformed: expected an object, got {type(shard).__name__}")
+    samples = shard.get("samples")
+    if not isinstance(samples, int) or isinstance(samples, bool):
+        samples_ok = False
+    else:
+        samples_ok = 0 <= samples <= _MAX_SHARD_SAMPLES
+    if not samples_ok:
+        raise DataError(
+            f"{where}.samples must be an integer in [0, {_MAX_SHARD_SAMPLES}], got {samples!r:.60}"
+        )
+    fmt = shard.get("format")
+    if fmt != "mds":
+        raise DataError(f"{where}.format must be 'mds' (only MDS shards are read), got {fmt!r:.60}")
+    if shard.get("raw_data") is None and shard.get("zip_data") is None:
+        raise DataError(f"{where} is malformed: neither raw_data nor zip_data is given")
+    for key in ("raw_data", "zip_data"):
+        info = shard.get(key)
+        if info is None:
+            continue
+        if not isinstance(info, dict):
+            raise DataError(f"{where}.{key} must be an object or null, got {type(info).__name__}")
+        name = info.get("basename")
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise DataError(f"{where}.{key}.basename must be a file name, got {name!r:.60}")
+        size = info.get("bytes")
+        if size is not None and (not _is_int(size) or size < 0):
+            raise DataError(f"{where}.{key}.bytes must be a non-negative integer, got {size!r:.60}")
+        hashes = info.get("hashes")
+        if hashes is not None and not (
+            isinstance(hashes, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in hashes.items())
+        ):
+            raise DataError(f"{where}.{key}.hashes must map algorithm names to hex digests")
+    names, encodings, sizes = (
+        shard.get(key) for key in ("column_names", "column_encodings", "column_sizes")
+    )
+    if not (
+        isinstance(names, list)
+        and isinstance(encodings, list)
+        and isinstance(sizes, list)
+        and len(names) == len(encodings) == len(sizes)
+    ):
+        raise DataError(
+            f"{where}: column_names, column_encodings and column_sizes must be lists of one length"
+        )
+    if not all(isinstance(n, str) for n in names):
+        raise DataError(f"{where}.column_names must be strings")
+    if not all(isinstance(e, str) for e in encodings):
+        raise DataError(f"{where}.column_encodings must be strings")
+    for k, size in enumerate(sizes):
+        if size is not None and (not _is_int(size) or not 0 <= size < 2**32):
+            raise DataError(
+                f"{where}.column_sizes[{k}] must be null or a non-negative integer, "
+                f"got {size!r:.60}"
+            )
+
+
 @dataclass(frozen=True, eq=False)
 class StreamInfo:
     """What training needs to know about one prepared stream, read without scanning shards.
@@ -756,6 +871,8 @@ class StreamInfo:
             read whole); ``None`` otherwise.
         max_token_id: Largest token id of any sample, when known (``curriculum_meta.json`` of
             datasets prepared since it is recorded, or foreign datasets); ``None`` otherwise.
+        tokenizer_sha256: sha256 of the ``tokenizer.json`` the dataset was prepared with, when
+            recorded (not for the byte tokenizer); ``None`` otherwise.
     """
 
     local: Path
@@ -768,6 +885,7 @@ class StreamInfo:
     metrics: dict[str, np.ndarray]
     min_token_id: int | None = None
     max_token_id: int | None = None
+    tokenizer_sha256: str | None = None
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -797,6 +915,8 @@ def read_stream_info(local: str | Path) -> StreamInfo:
     local = Path(local)
     index = _read_index(local)
     num_samples = int(sum(shard["samples"] for shard in index["shards"]))
+    if num_samples == 0:
+        raise DataError(f"MDS dataset {local} holds no samples (every shard is empty)")
     meta_path = local / META_FILENAME
     if not meta_path.exists():
         return _read_foreign_info(local, index, num_samples)
@@ -804,12 +924,19 @@ def read_stream_info(local: str | Path) -> StreamInfo:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataError(f"cannot read {meta_path}: {err}") from err
+    except (ValueError, RecursionError) as err:
+        raise DataError(f"cannot read {meta_path}: {json_limit_reason(err)}") from None
     if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else None
         raise DataError(f"{meta_path}: format must be {DATASET_FORMAT!r}, got {found!r}")
     for key in ("vocab_size", "num_samples", "num_tokens", "max_seq_len"):
-        if not isinstance(meta.get(key), int):
+        if not _is_int(meta.get(key)):
             raise DataError(f"{meta_path}: field {key!r} missing or not an integer")
+    if not 1 <= meta["vocab_size"] <= MAX_VOCAB_SIZE:
+        raise DataError(
+            f"{meta_path}: field 'vocab_size' must be in [1, {MAX_VOCAB_SIZE}] (int32 token ids), "
+            f"got {meta['vocab_size']:.6g}"
+        )
     max_token_id = meta.get("max_token_id")  # absent in datasets prepared before it was recorded
     if max_token_id is not None and (
         isinstance(max_token_id, bool) or not isinstance(max_token_id, int)
@@ -839,11 +966,14 @@ def read_stream_info(local: str | Path) -> StreamInfo:
                 f"{metrics_path}: column {name!r} has shape {arr.shape}, expected ({num_samples},)"
             )
         dtype = np.int64 if name == "num_tokens" else np.float64
-        metrics[name] = _frozen(arr.astype(dtype, copy=False))
+        with np.errstate(invalid="ignore", over="ignore"):  # a NaN count fails the sum below
+            metrics[name] = _frozen(arr.astype(dtype, copy=False))
     if int(metrics["num_tokens"].sum()) != meta["num_tokens"]:
         raise DataError(f"{metrics_path}: num_tokens column does not sum to meta num_tokens")
     tok = meta.get("tokenizer")
-    tokenizer = tok if isinstance(tok, str) else (tok or {}).get("path")
+    tok_fields = tok if isinstance(tok, dict) else {}
+    tokenizer = tok if isinstance(tok, str) else tok_fields.get("path")
+    sha = tok_fields.get("sha256")
     eos = meta.get("eos_id")
     return StreamInfo(
         local=local,
@@ -852,9 +982,10 @@ def read_stream_info(local: str | Path) -> StreamInfo:
         vocab_size=int(meta["vocab_size"]),
         eos_id=int(eos) if isinstance(eos, int) else None,
         max_seq_len=int(meta["max_seq_len"]),
-        tokenizer=tokenizer,
+        tokenizer=tokenizer if isinstance(tokenizer, str) else None,
         metrics=metrics,
         max_token_id=max_token_id,
+        tokenizer_sha256=sha if isinstance(sha, str) else None,
     )
 
 

@@ -161,7 +161,8 @@ class DynamicReweighter:
                 interruption.
 
         Raises:
-            ConfigError: If a stream has no ``static_metric`` column.
+            ConfigError: If a stream has no ``static_metric`` column, or a non-finite value in
+                it (named by stream, column and sample).
         """
         metric = self.cfg.static_metric
         columns = []
@@ -171,7 +172,15 @@ class DynamicReweighter:
                     f"curriculum.dynamic.static_metric: stream {name!r} has no metric column "
                     f"{metric!r} (has: {', '.join(sorted(info.metrics))})"
                 )
-            columns.append(np.asarray(info.metrics[metric], dtype=np.float64))
+            column = np.asarray(info.metrics[metric], dtype=np.float64)
+            bad = np.flatnonzero(~np.isfinite(column))
+            if bad.size:  # validate refuses this; here if metrics.npz changed since
+                raise ConfigError(
+                    f"curriculum.dynamic.static_metric: stream {name!r}: metric column "
+                    f"{metric!r} is {column[bad[0]]} at sample {bad[0]}; every value must be "
+                    "finite (re-run `curriculum-ds prepare`)"
+                )
+            columns.append(column)
         edges = bucket_edges(np.concatenate(columns), self.num_buckets)
         self.phase_idx = loader.phase_idx
         self.static_buckets = [assign_buckets(c, edges) for c in columns]
