@@ -15,14 +15,14 @@
 
 use std::arch::x86_64::{
     __m512, __m512i, _mm512_add_epi32, _mm512_and_si512, _mm512_castps_si512,
-    _mm512_castsi512_si256, _mm512_cmpeq_epi32_mask, _mm512_cmpge_epu32_mask,
-    _mm512_cmpgt_epu32_mask, _mm512_cmplt_epu32_mask, _mm512_cvtepu32_epi64,
-    _mm512_extracti64x4_epi64, _mm512_loadu_ps, _mm512_loadu_si512, _mm512_mask_add_epi32,
-    _mm512_mask_mov_epi32, _mm512_mask_storeu_epi64, _mm512_mask_test_epi32_mask,
-    _mm512_maskz_compress_epi32, _mm512_maskz_loadu_ps, _mm512_maskz_mov_epi32, _mm512_or_si512,
-    _mm512_permutex2var_epi32, _mm512_permutex2var_epi8, _mm512_permutexvar_epi32,
-    _mm512_set1_epi32, _mm512_setzero_si512, _mm512_srai_epi32, _mm512_srli_epi32,
-    _mm512_srlv_epi32, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_xor_si512,
+    _mm512_castsi512_si256, _mm512_cmp_ps_mask, _mm512_cmpeq_epi32_mask, _mm512_cmpge_epu32_mask,
+    _mm512_cmplt_epu32_mask, _mm512_cvtepu32_epi64, _mm512_extracti64x4_epi64, _mm512_loadu_ps,
+    _mm512_loadu_si512, _mm512_mask_add_epi32, _mm512_mask_mov_epi32, _mm512_mask_storeu_epi64,
+    _mm512_mask_test_epi32_mask, _mm512_maskz_compress_epi32, _mm512_maskz_loadu_ps,
+    _mm512_maskz_mov_epi32, _mm512_or_si512, _mm512_permutex2var_epi32, _mm512_permutex2var_epi8,
+    _mm512_permutexvar_epi32, _mm512_set1_epi32, _mm512_setzero_si512, _mm512_srai_epi32,
+    _mm512_srli_epi32, _mm512_srlv_epi32, _mm512_storeu_si512, _mm512_sub_epi32, _mm512_xor_si512,
+    _CMP_UNORD_Q,
 };
 
 /// Lanes per vector.
@@ -45,14 +45,6 @@ fn keys(v: __m512) -> __m512i {
     );
     let sign = _mm512_srai_epi32::<31>(bits);
     _mm512_xor_si512(bits, _mm512_or_si512(sign, min))
-}
-
-/// Lanes holding a NaN (exponent all ones, mantissa non-zero), by integer operations.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn nan_lanes(v: __m512) -> u16 {
-    let magnitude = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(i32::MAX));
-    _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F80_0000))
 }
 
 /// Tail mask of the last `rest` (< 16) lanes.
@@ -149,7 +141,12 @@ pub fn count_le_f32(values: &[f32], thresholds: &[u32], out: &mut [i64]) -> bool
     let wide = thresholds.len() > 15;
     // pos = #{thresholds <= key}: test slot pos + s - 1 for s = 16 (wide only), 8, 4, 2, 1.
     let count = |v: __m512| -> (__m512i, __m512i, u16) {
-        let k = keys(v);
+        // Keys without the -0.0 normalisation: a threshold key is never +0.0's (it is the
+        // smallest key of a value >= the edge, so -0.0's when that value is zero), hence -0.0
+        // and +0.0 compare alike against every threshold.
+        let bits = _mm512_castps_si512(v);
+        let flip = _mm512_or_si512(_mm512_srai_epi32::<31>(bits), _mm512_set1_epi32(i32::MIN));
+        let k = _mm512_xor_si512(bits, flip);
         let mut pos = _mm512_setzero_si512();
         if wide {
             let t = _mm512_permutex2var_epi32(lo, _mm512_set1_epi32(15), hi);
@@ -166,7 +163,9 @@ pub fn count_le_f32(values: &[f32], thresholds: &[u32], out: &mut [i64]) -> bool
             let ge = _mm512_cmpge_epu32_mask(k, t);
             pos = _mm512_mask_add_epi32(pos, ge, pos, _mm512_set1_epi32(s));
         }
-        let nan = nan_lanes(v);
+        // NaN is no denormal: the float compare is exact in every mode. Positive NaNs' keys lie
+        // above every threshold: zero their count.
+        let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(v, v);
         let pos = _mm512_maskz_mov_epi32(!nan, pos);
         (
             _mm512_cvtepu32_epi64(_mm512_castsi512_si256(pos)),
