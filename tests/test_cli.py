@@ -125,6 +125,26 @@ def test_launch_refuses_a_bad_config_before_starting_ranks(tmp_path):
     assert "deepspeed" not in result.output
 
 
+@pytest.mark.parametrize("spelling", ["separate", "joined"])
+def test_launch_checks_the_trainers_model_vocab_before_starting_ranks(
+    tiny_config, tmp_path, spelling
+):
+    """The trainer's --model (after --) is checked like `validate --model`: byte-level data
+    (ids up to 256) against a 200-token vocabulary is refused before any rank starts."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": 200}))
+    option = ["--model", str(model)] if spelling == "separate" else [f"--model={model}"]
+    result = CliRunner().invoke(
+        main, ["launch", str(tiny_config), "--num-gpus", "2", "--", "--run-dir", "r", *option]
+    )
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "out of range for vocab_size 200" in lines[0]
+    assert "deepspeed" not in result.output
+
+
 @pytest.mark.distributed
 def test_demo_runs_end_to_end_and_points_at_the_picture(tmp_path):
     proc = _cli("demo", "--out", str(tmp_path / "demo"), "--max-duration", "40000tok", cwd=tmp_path)

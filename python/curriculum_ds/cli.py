@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,16 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
         click.echo(verdict)
 
 
+def _train_option(train_args: Sequence[str], name: str) -> str | None:
+    """The value of the trainer option ``name`` (``NAME VALUE`` or ``NAME=VALUE``), if given."""
+    for i, arg in enumerate(train_args):
+        if arg == name and i + 1 < len(train_args):
+            return train_args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 @main.command(context_settings={"ignore_unknown_options": True})
 @click.argument("ds_config", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option(
@@ -126,7 +137,9 @@ def launch(
     from curriculum_ds.config import load_config
     from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
 
-    run = load_config(ds_config, check_data=True)  # refuse a bad config before starting any rank
+    # refuse a bad config or data before starting any rank: the checks of `validate --model`
+    model = _train_option(train_args, "--model")
+    run = load_config(ds_config, check_data=True, model=model, strict=True)
     ranks = default_num_gpus() if num_gpus is None else num_gpus
     if ranks < 1:
         raise click.BadParameter(f"must be >= 1, got {ranks}", param_hint="--num-gpus")
