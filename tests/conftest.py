@@ -1,5 +1,6 @@
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -10,3 +11,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def no_token_reader(monkeypatch):
+    """Loaders that never read tokens (``fetch``) get their real metadata, metric columns and
+    samplers, but no streaming reader. Each StreamingDataset keeps shared-memory file descriptors
+    open for the life of the process (``PhaseLoader.close`` cannot release them), and dozens of
+    loaders in one pytest process would run out of them."""
+    monkeypatch.setattr("curriculum_ds.loader.open_stream", lambda local: None)

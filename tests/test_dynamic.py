@@ -130,12 +130,8 @@ def test_scores_refuse_an_empty_window():
 
 # ------------------------------------------------------------------------ DynamicReweighter
 @pytest.fixture(autouse=True)
-def _no_token_reader(monkeypatch):
-    """These tests never read tokens (``fetch``): the loaders get their real metadata, metric
-    columns and samplers, but no streaming reader. Each StreamingDataset keeps shared-memory file
-    descriptors open for the life of the process (``PhaseLoader.close`` cannot release them), and
-    dozens of loaders in one pytest process would run out of them."""
-    monkeypatch.setattr("curriculum_ds.loader.open_stream", lambda local: None)
+def _no_token_reader(no_token_reader):
+    """Loaders without a streaming reader in this module (see ``conftest.no_token_reader``)."""
 
 
 @pytest.fixture(scope="module")

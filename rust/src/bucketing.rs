@@ -61,19 +61,6 @@ pub trait Float: Copy + Send + Sync + PartialOrd + 'static {
     }
 }
 
-/// `f32` key of the float with bits `bits` (`-0.0` as `+0.0`).
-#[inline]
-pub(crate) fn f32_key_of_bits(bits: u32) -> u32 {
-    let bits = if bits == 0x8000_0000 { 0 } else { bits };
-    // Branchless: flip the sign bit of non-negatives, all bits of negatives.
-    #[allow(
-        clippy::cast_sign_loss,
-        reason = "an arithmetic-shift mask, reinterpreted"
-    )]
-    let negative = ((bits as i32) >> 31) as u32;
-    bits ^ (negative | 0x8000_0000)
-}
-
 /// The `f32` with bits `bits` widened to `f64` exactly, by integer operations (a subnormal
 /// stays itself even when the CPU flushes denormal inputs).
 fn widen_f32_bits(bits: u32) -> f64 {
@@ -98,7 +85,15 @@ impl Float for f32 {
     type Key = u32;
     #[inline]
     fn key(self) -> u32 {
-        f32_key_of_bits(self.to_bits())
+        let bits = self.to_bits();
+        let bits = if bits == 0x8000_0000 { 0 } else { bits };
+        // Branchless: flip the sign bit of non-negatives, all bits of negatives.
+        #[allow(
+            clippy::cast_sign_loss,
+            reason = "an arithmetic-shift mask, reinterpreted"
+        )]
+        let negative = ((bits as i32) >> 31) as u32;
+        bits ^ (negative | 0x8000_0000)
     }
     #[inline]
     fn bin(key: u32) -> usize {
@@ -373,7 +368,7 @@ pub fn edges_from_histogram<T: Float>(
     }
     gathered.truncate(total);
     // Group by slot (a counting scatter over the few gathered keys), then select in each slot.
-    let grouped = if slot_bins.len() == 1 {
+    let mut flat = if slot_bins.len() == 1 {
         gathered
     } else {
         let base = slot_bins[0];
@@ -397,7 +392,6 @@ pub fn edges_from_histogram<T: Float>(
         }
         grouped
     };
-    let mut flat = grouped;
     let mut edges = Vec::with_capacity(ranks.len());
     let mut t = 0usize;
     for s in 0..slot_bins.len() {
