@@ -1,25 +1,36 @@
 """Process-environment setup for DeepSpeed, torchrun and mosaicml-streaming.
 
-Everything here runs before ``deepspeed`` or ``streaming`` is imported by the training entry point,
-because both read their environment at import or construction time.
+The one owner of the process environment: every variable this package sets for DeepSpeed, its
+launcher or mosaicml-streaming is decided here (``LOCAL_WORLD_SIZE``, ``PATH``,
+``TORCH_EXTENSIONS_DIR``, ``DS_ACCELERATOR``, the rendezvous of a world of one, ``LOCAL_RANK``),
+and the rendezvous port is picked here (:func:`free_port`). Everything here runs before
+``deepspeed`` or ``streaming`` is imported by the training entry point, because both read their
+environment at import or construction time.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import IO
 
-from curriculum_ds.errors import CurriculumError
+from curriculum_ds.errors import CurriculumError, DataError
 
 __all__ = [
     "RUN_DIR_LOCK_NAME",
     "LocalRankError",
     "RunDirInUseError",
+    "ensure_local_world_size",
+    "free_port",
     "lock_run_dir",
     "prepare_environment",
+    "put_venv_bin_on_path",
     "resolve_local_rank",
+    "set_deepspeed_env",
+    "torch_extensions_dir",
+    "venv_bin_dir",
 ]
 
 RUN_DIR_LOCK_NAME = ".curriculum_ds.lock"
@@ -120,13 +131,10 @@ def lock_run_dir(run_dir: Path) -> IO[str]:
 def prepare_environment() -> bool:
     """Set what DeepSpeed and mosaicml-streaming need before either is imported.
 
-    * No CUDA device: ``DS_ACCELERATOR=cpu`` (DeepSpeed's CPU accelerator, which falls back to the
-      gloo backend when oneCCL is not installed), unless the user chose an accelerator.
-    * ``LOCAL_WORLD_SIZE`` for mosaicml-streaming, which DeepSpeed's launcher does not set (it sets
-      ``LOCAL_SIZE``); without it every rank believes it is a node leader and shared-memory setup
-      collides. ``LOCAL_SIZE`` wins when set (a ``LOCAL_WORLD_SIZE`` beside it is inherited from
-      the launching process, not the launcher's); else an existing value is kept; else
-      ``WORLD_SIZE`` (single node), else 1.
+    * What DeepSpeed needs (:func:`set_deepspeed_env`): ``PATH``, ``TORCH_EXTENSIONS_DIR``, and
+      ``DS_ACCELERATOR=cpu`` without a CUDA device.
+    * ``LOCAL_WORLD_SIZE`` for mosaicml-streaming, by the precedence of
+      :func:`ensure_local_world_size` (which checks the value when a dataset is opened).
     * Single-process runs (``python -m curriculum_ds.train`` without a launcher) get the rendezvous
       variables of a world of one.
 
@@ -135,25 +143,106 @@ def prepare_environment() -> bool:
     """
     import torch
 
-    # DeepSpeed JIT-builds ops with ninja, installed beside this Python (the venv's bin), which
-    # is not on PATH when the venv was not activated
-    bin_dir = str(Path(sys.executable).parent)
-    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
-        os.environ["PATH"] = os.pathsep.join(filter(None, [bin_dir, os.environ.get("PATH")]))
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", torch_extensions_dir())
-    has_cuda = torch.cuda.is_available()
-    if not has_cuda:
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    if os.environ.get("LOCAL_SIZE"):
-        # DeepSpeed's launcher: its LOCAL_SIZE is the truth; a LOCAL_WORLD_SIZE here can only be
-        # inherited from the launching process (e.g. one that opened a dataset itself) and stale
-        os.environ["LOCAL_WORLD_SIZE"] = os.environ["LOCAL_SIZE"]
-    elif "LOCAL_WORLD_SIZE" not in os.environ:
-        os.environ["LOCAL_WORLD_SIZE"] = os.environ.get("WORLD_SIZE", "1")
+    has_cuda = bool(torch.cuda.is_available())
+    set_deepspeed_env(os.environ, cuda=has_cuda)
+    _set_local_world_size()
     if "WORLD_SIZE" not in os.environ:
         os.environ.update({"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1"})
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
     return has_cuda
+
+
+def _set_local_world_size() -> str:
+    """Set ``LOCAL_WORLD_SIZE`` by the precedence of :func:`ensure_local_world_size`; unchecked."""
+    for name in ("LOCAL_SIZE", "LOCAL_WORLD_SIZE", "WORLD_SIZE"):
+        value = os.environ.get(name)
+        if value:
+            break
+    else:
+        value = "1"
+    os.environ["LOCAL_WORLD_SIZE"] = value
+    return value
+
+
+def ensure_local_world_size() -> int:
+    """Set ``LOCAL_WORLD_SIZE`` (ranks on this node) for mosaicml-streaming and return it.
+
+    mosaicml-streaming derives node leadership (who creates its shared memory) from
+    ``LOCAL_WORLD_SIZE``; DeepSpeed's launcher sets ``LOCAL_SIZE`` instead, and without either
+    every rank believes it is its node's leader and the shared-memory setup collides. The value
+    is the first non-empty of:
+
+    1. ``LOCAL_SIZE``: set by DeepSpeed's launcher for its ranks, so it is the truth there; a
+       ``LOCAL_WORLD_SIZE`` beside it can only be inherited from the launching process (e.g. one
+       that opened a dataset itself) and is stale;
+    2. an existing ``LOCAL_WORLD_SIZE`` (torchrun sets it; a user may);
+    3. ``WORLD_SIZE``: single-node launchers;
+    4. ``1``: a plain single process.
+
+    :func:`prepare_environment` sets the same value without checking it; this runs before every
+    ``StreamingDataset`` is built (:func:`curriculum_ds.data.open_stream`). Deterministic.
+
+    Returns:
+        The number of ranks on this node, ``>= 1``.
+
+    Raises:
+        DataError: the value is not a positive integer dividing ``WORLD_SIZE``.
+    """
+    raw = _set_local_world_size()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise DataError(f"LOCAL_WORLD_SIZE must be a positive integer, got {raw!r}")
+    world_raw = os.environ.get("WORLD_SIZE", "1") or "1"
+    try:
+        world = int(world_raw)
+    except ValueError:
+        world = value
+    if world % value:
+        raise DataError(f"LOCAL_WORLD_SIZE={value} does not divide WORLD_SIZE={world}")
+    return value
+
+
+def set_deepspeed_env(env: MutableMapping[str, str], *, cuda: bool) -> None:
+    """Set in ``env`` what DeepSpeed needs, keeping what the user set.
+
+    * The venv's ``bin`` first on ``PATH`` (:func:`put_venv_bin_on_path`).
+    * ``TORCH_EXTENSIONS_DIR``: a JIT-op build folder of this environment's own
+      (:func:`torch_extensions_dir`).
+    * Without CUDA, ``DS_ACCELERATOR=cpu`` (DeepSpeed's CPU accelerator, which falls back to the
+      gloo backend when oneCCL is not installed).
+
+    Args:
+        env: ``os.environ`` (a rank, before DeepSpeed is imported) or the environment of the
+            launcher about to be started (:func:`curriculum_ds.launch.launcher_env`).
+        cuda: Whether a CUDA device is available.
+    """
+    put_venv_bin_on_path(env)
+    env.setdefault("TORCH_EXTENSIONS_DIR", torch_extensions_dir())
+    if not cuda:
+        env.setdefault("DS_ACCELERATOR", "cpu")
+
+
+def venv_bin_dir() -> Path:
+    """The folder of this Python's executables: the venv's ``bin`` (``deepspeed``, ``ninja``)."""
+    return Path(sys.executable).parent
+
+
+def put_venv_bin_on_path(env: MutableMapping[str, str]) -> None:
+    """Put the folder of this Python's executables (the venv's ``bin``) first on ``env["PATH"]``.
+
+    DeepSpeed JIT-compiles ops (Adam, the CPU accelerator's shared-memory all-reduce) with
+    ``ninja``, which is installed beside this Python and is not found when the venv was not
+    activated (``.venv/bin/curriculum-ds``). Left alone when it is already first.
+
+    Args:
+        env: ``os.environ``, or the environment of a process about to be started.
+    """
+    bin_dir = str(venv_bin_dir())
+    if env.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        env["PATH"] = os.pathsep.join(filter(None, [bin_dir, env.get("PATH")]))
 
 
 def torch_extensions_dir() -> str:
@@ -170,9 +259,13 @@ def torch_extensions_dir() -> str:
     return str(Path.home() / ".cache" / "curriculum_ds" / "torch_extensions" / key)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that is free now (the OS picks it; another process may take it)."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+_free_port = free_port  # the name tests/test_train_e2e.py and tests/test_loss.py import

@@ -5,28 +5,23 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, cast
 
+from curriculum_ds.distributed import free_port, set_deepspeed_env, venv_bin_dir
+
 __all__ = ["build_command", "default_num_gpus", "launcher_env", "run_command"]
 
 
 def _deepspeed_executable() -> str:
-    beside_python = Path(sys.executable).parent / "deepspeed"
+    beside_python = venv_bin_dir() / "deepspeed"
     if beside_python.is_file():
         return str(beside_python)
     found = shutil.which("deepspeed")
     return found if found is not None else "deepspeed"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def has_cuda() -> bool:
@@ -66,7 +61,7 @@ def build_command(
     """
     if num_gpus < 1:
         raise ValueError(f"--num-gpus must be >= 1, got {num_gpus}")
-    port = master_port if master_port is not None else _free_port()
+    port = master_port if master_port is not None else free_port()
     return [
         _deepspeed_executable(),
         "--num_gpus",
@@ -84,22 +79,13 @@ def build_command(
 def launcher_env(*, cuda: bool) -> dict[str, str]:
     """The environment for the launcher: CPU accelerator without CUDA, quiet OpenMP threads.
 
-    DeepSpeed's JIT ops get a build folder of this environment's own (see
-    :func:`curriculum_ds.distributed.torch_extensions_dir`).
-
-    The folder of this Python's executables (the venv's ``bin``) goes first on ``PATH``: DeepSpeed
-    JIT-compiles ops (the CPU accelerator's shared-memory all-reduce) with ``ninja``, which is
-    installed there and is not found when the venv was not activated (``.venv/bin/curriculum-ds``).
+    The DeepSpeed variables come from :func:`curriculum_ds.distributed.set_deepspeed_env`: the
+    venv's ``bin`` (``ninja``) first on ``PATH``, a JIT-op build folder of this environment's own,
+    and ``DS_ACCELERATOR=cpu`` without CUDA.
     """
-    from curriculum_ds.distributed import torch_extensions_dir
-
     env = dict(os.environ)
-    env.setdefault("TORCH_EXTENSIONS_DIR", torch_extensions_dir())
-    bin_dir = str(Path(sys.executable).parent)
-    if env.get("PATH", "").split(os.pathsep)[0] != bin_dir:
-        env["PATH"] = os.pathsep.join(filter(None, [bin_dir, env.get("PATH")]))
+    set_deepspeed_env(env, cuda=cuda)
     if not cuda:
-        env.setdefault("DS_ACCELERATOR", "cpu")
         env.setdefault("OMP_NUM_THREADS", "1")  # 2 ranks on a 2-core machine: one thread each
     return env
 
