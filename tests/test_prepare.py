@@ -551,7 +551,9 @@ def test_read_stream_info_errors(tmp_path: Path) -> None:
         ({}, "1"),
         ({"LOCAL_SIZE": "4", "WORLD_SIZE": "8"}, "4"),  # DeepSpeed's launcher
         ({"WORLD_SIZE": "2"}, "2"),
-        ({"LOCAL_WORLD_SIZE": "2", "LOCAL_SIZE": "4", "WORLD_SIZE": "4"}, "2"),  # kept
+        ({"LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "4"}, "2"),  # kept (torchrun)
+        # DeepSpeed's launcher: its LOCAL_SIZE wins over an inherited LOCAL_WORLD_SIZE
+        ({"LOCAL_WORLD_SIZE": "2", "LOCAL_SIZE": "4", "WORLD_SIZE": "4"}, "4"),
     ],
 )
 def test_local_world_size(monkeypatch: pytest.MonkeyPatch, env: dict, expected: str) -> None:

@@ -1,0 +1,123 @@
+"""Opening and closing prepared datasets with mosaicml-streaming, and its shared-memory workarounds.
+
+mosaicml-streaming 0.13 keeps every shared-memory handle a dataset touches open until the
+interpreter exits (``atexit``), and its prefix search attaches to the handles of every other live
+dataset of the process. :func:`open_stream` and :func:`close_stream` release them as soon as they
+are not needed, so a run that swaps loaders at phase boundaries (or a test session opening
+hundreds of datasets) does not run out of file descriptors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from curriculum_ds.data.index import read_index
+from curriculum_ds.distributed import ensure_local_world_size
+from curriculum_ds.errors import DataError
+
+if TYPE_CHECKING:
+    from streaming import StreamingDataset
+
+__all__ = ["close_stream", "open_stream"]
+
+
+def open_stream(local: str | Path) -> StreamingDataset:
+    """Open a local MDS dataset for random access (``ds[i]["input_ids"]``).
+
+    Builds ``streaming.StreamingDataset(local=..., remote=None, batch_size=1, shuffle=False)``
+    after :func:`curriculum_ds.distributed.ensure_local_world_size` (mosaicml-streaming derives
+    node leadership from ``LOCAL_WORLD_SIZE``). Several datasets on the same folder may live in
+    one process at once (each takes its own shared-memory prefix; with ``remote=None`` streaming
+    does not refuse a reused local folder), and opening again after deleting one works.
+
+    Caveats for distributed use: mosaicml-streaming calls ``dist.barrier()`` while registering
+    its shared memory when ``torch.distributed`` is initialized, so every rank must open the same
+    streams in the same order; when it is not initialized and ``WORLD_SIZE > 1`` streaming would
+    initialize it itself, so initialize it (DeepSpeed) before calling this.
+
+    Args:
+        local: A local MDS dataset folder.
+
+    Returns:
+        The dataset; ``len(ds)`` is per rank, ``ds.num_samples`` is the global count, and
+        ``ds[i]`` takes any global index ``i`` in ``[0, ds.num_samples)``.
+
+    Raises:
+        DataError: ``local`` is not a readable MDS dataset, or streaming refuses it.
+    """
+    from streaming import StreamingDataset
+
+    local = Path(local)
+    ensure_local_world_size()
+    read_index(local)
+    before = {id(h) for h in _live_shared_memory()}
+    try:
+        ds = StreamingDataset(local=str(local.resolve()), remote=None, batch_size=1, shuffle=False)
+    except (ValueError, RuntimeError, KeyError, OSError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise DataError(f"cannot open MDS dataset {local}: {first}") from err
+    # streaming's prefix search attaches to every other live dataset's shared memory and keeps
+    # those handles until exit; close the ones the new dataset does not own
+    owned = {id(h) for h in _dataset_shared_memory(ds)}
+    _release_shared_memory(
+        h for h in _live_shared_memory() if id(h) not in before and id(h) not in owned
+    )
+    return ds
+
+
+def _live_shared_memory() -> list[Any]:
+    """Every live mosaicml-streaming SharedMemory handle of this process (gc scan; phase swaps)."""
+    import gc
+
+    from streaming.base.shared.memory import SharedMemory
+
+    return [obj for obj in gc.get_objects() if type(obj) is SharedMemory]
+
+
+def _dataset_shared_memory(ds: Any) -> list[Any]:
+    """The SharedMemory handles reachable from a dataset's own attributes (a few levels deep)."""
+    from streaming.base.shared.memory import SharedMemory
+
+    seen: set[int] = set()
+
+    def walk(obj: object, depth: int) -> list[Any]:
+        if id(obj) in seen or depth > 3:
+            return []
+        seen.add(id(obj))
+        if isinstance(obj, SharedMemory):
+            return [obj]
+        found: list[Any] = []
+        for value in getattr(obj, "__dict__", {}).values():
+            if isinstance(value, list | tuple):
+                for item in value:
+                    found += walk(item, depth + 1)
+            elif hasattr(value, "__dict__") and type(value).__module__.startswith("streaming"):
+                found += walk(value, depth + 1)
+        return found
+
+    return walk(ds, 0)
+
+
+def _release_shared_memory(handles: Iterable[Any]) -> None:
+    """Run streaming's own cleanup of each handle now and drop its atexit registration."""
+    import atexit
+
+    for shm in handles:
+        atexit.unregister(shm.cleanup)
+        shm.cleanup()
+
+
+def close_stream(ds: StreamingDataset) -> None:
+    """Release the shared memory a StreamingDataset holds, now instead of at interpreter exit.
+
+    mosaicml-streaming 0.13 registers an ``atexit`` cleanup for every shared-memory handle of a
+    dataset (prefix locals, barrier, epoch and cache counters, shard states), which keeps the
+    handles (about a dozen file descriptors per dataset) open for the life of the process even
+    after the dataset is dropped. A training run that swaps loaders, or a test session that opens
+    hundreds of datasets, would run out of descriptors. This runs those cleanups now (the
+    process that created a segment unlinks it, the others close it) and unregisters them. Call it
+    once every rank is done with the dataset (at a phase swap); do not use the dataset afterwards.
+    """
+    _release_shared_memory(_dataset_shared_memory(ds))

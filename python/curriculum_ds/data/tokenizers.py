@@ -1,0 +1,171 @@
+"""Tokenizers for :func:`curriculum_ds.data.prepare`: the byte-level one and HF ``tokenizer.json``.
+
+Both encode documents to int32 token ids with the end-of-document id appended, and describe
+themselves for ``curriculum_meta.json``. Deterministic; no download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from curriculum_ds.errors import DataError
+
+__all__ = [
+    "EOS_TOKEN_CANDIDATES",
+    "MAX_VOCAB_SIZE",
+    "ByteTokenizer",
+    "HFTokenizer",
+    "Tokenizer",
+    "load_tokenizer",
+]
+
+MAX_VOCAB_SIZE = 2**31 - 1
+"""Largest ``vocab_size`` accepted: token ids are int32."""
+
+EOS_TOKEN_CANDIDATES: tuple[str, ...] = ("</s>", "<|endoftext|>", "[SEP]")
+"""Tokens looked up, in this order, to find a HF tokenizer's end-of-document id."""
+
+
+class Tokenizer(Protocol):
+    """What :func:`curriculum_ds.data.prepare` needs from a tokenizer."""
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of token ids; every id is in ``[0, vocab_size)``."""
+        ...
+
+    @property
+    def eos_id(self) -> int | None:
+        """Id appended after every document, or ``None`` when the tokenizer has none."""
+        ...
+
+    @property
+    def pack_dtype(self) -> type[np.unsignedinteger[Any]]:
+        """Narrowest unsigned dtype holding every non-EOS id (used by ``compression_ratio``)."""
+        ...
+
+    def describe(self) -> str | dict[str, str]:
+        """The ``tokenizer`` entry of ``curriculum_meta.json``."""
+        ...
+
+    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids of each text, EOS appended when there is one; int32, shape ``(n_i,)``."""
+        ...
+
+
+class ByteTokenizer:
+    """Byte-level tokenizer: ids 0–255 are the UTF-8 bytes, 256 is EOS; ``vocab_size`` 257.
+
+    Lossless and deterministic; needs no file. ``decode(encode(text)) == text`` for every string.
+    """
+
+    vocab_size: int = 257
+    eos_id: int = 256
+    pack_dtype = np.uint8
+
+    def encode(self, text: str) -> np.ndarray:
+        """Encode one document.
+
+        Args:
+            text: Any string.
+
+        Returns:
+            int32 array of shape ``(len(text.encode("utf-8")) + 1,)``: the UTF-8 bytes then EOS.
+        """
+        raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        ids = np.empty(raw.size + 1, dtype=np.int32)
+        ids[:-1] = raw
+        ids[-1] = self.eos_id
+        return ids
+
+    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Encode several documents; see :meth:`encode`."""
+        return [self.encode(text) for text in texts]
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        """Decode ids back to text, dropping EOS; invalid UTF-8 (a split sample) is replaced."""
+        arr = np.asarray(ids, dtype=np.int64)
+        arr = arr[arr != self.eos_id]
+        if arr.size and (arr.min() < 0 or arr.max() > 255):
+            raise ValueError(
+                f"byte tokenizer ids must be in [0, 256], got {arr.min()}..{arr.max()}"
+            )
+        return arr.astype(np.uint8).tobytes().decode("utf-8", errors="replace")
+
+    def describe(self) -> str:
+        """Return ``"byte"``, the ``tokenizer`` entry of ``curriculum_meta.json``."""
+        return "byte"
+
+
+class HFTokenizer:
+    """A Hugging Face ``tokenizer.json`` loaded with the ``tokenizers`` library (no download).
+
+    Documents are encoded without the tokenizer's own special tokens (its post-processor), then the
+    EOS id is appended: the first of :data:`EOS_TOKEN_CANDIDATES` in the vocabulary, else none.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        """Load ``path``.
+
+        Raises:
+            DataError: the file is missing, unreadable or not a tokenizer.json.
+        """
+        from tokenizers import Tokenizer as _HFTokenizer
+
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DataError(f"tokenizer file not found: {self.path}")
+        try:
+            data = self.path.read_bytes()
+            self._tok = _HFTokenizer.from_str(data.decode("utf-8"))
+        except Exception as err:  # tokenizers raises a bare Exception
+            msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise DataError(f"cannot load tokenizer {self.path}: {msg}") from err
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        self.vocab_size: int = int(self._tok.get_vocab_size(with_added_tokens=True))
+        if self.vocab_size < 1:
+            raise DataError(f"tokenizer {self.path} has an empty vocabulary")
+        self.eos_id: int | None = None
+        for token in EOS_TOKEN_CANDIDATES:
+            token_id = self._tok.token_to_id(token)
+            if token_id is not None:
+                self.eos_id = int(token_id)
+                break
+        if self.vocab_size > MAX_VOCAB_SIZE:
+            raise DataError(f"tokenizer {self.path}: vocab_size {self.vocab_size} exceeds int32")
+        self.pack_dtype = np.uint16 if self.vocab_size <= 2**16 else np.uint32
+
+    def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids of each text (int32), EOS appended when the tokenizer has one."""
+        encodings = self._tok.encode_batch(list(texts), add_special_tokens=False)
+        out = []
+        for enc in encodings:
+            ids = enc.ids
+            if self.eos_id is not None:
+                ids = [*ids, self.eos_id]
+            out.append(np.asarray(ids, dtype=np.int32))
+        return out
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        """Decode ids with the tokenizer, skipping special tokens."""
+        return str(self._tok.decode([int(i) for i in ids], skip_special_tokens=True))
+
+    def describe(self) -> dict[str, str]:
+        """Return ``{"path", "sha256"}``, the ``tokenizer`` entry of ``curriculum_meta.json``."""
+        return {"path": str(self.path.resolve()), "sha256": self.sha256}
+
+
+def load_tokenizer(path: str | Path | None) -> ByteTokenizer | HFTokenizer:
+    """Return the byte tokenizer for ``None``, else the HF ``tokenizer.json`` at ``path``.
+
+    Raises:
+        DataError: the tokenizer file is missing or invalid.
+    """
+    if path is None:
+        return ByteTokenizer()
+    return HFTokenizer(path)

@@ -1,0 +1,282 @@
+"""``prepare``: documents → tokenized mosaicml-streaming (MDS) shards with metric columns.
+
+The pipeline is ``read documents → tokenize (EOS appended) → split into samples of at most
+max_seq_len tokens → per-sample metrics → MDSWriter``, written to a temporary folder and renamed
+into place. The module is named ``writer`` rather than ``prepare`` so that the function
+:func:`prepare`, re-exported by :mod:`curriculum_ds.data`, does not shadow it there
+(``import curriculum_ds.data.prepare as m`` would bind the function).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from curriculum_ds.data.documents import ReadStats, batched, check_inputs, iter_documents
+from curriculum_ds.data.index import DATASET_FORMAT, META_FILENAME, METRICS_FILENAME
+from curriculum_ds.data.metrics import METRIC_COLUMNS, compression_ratio, token_entropy
+from curriculum_ds.data.tokenizers import load_tokenizer
+from curriculum_ds.errors import DataError
+
+__all__ = ["SHARD_HASHES", "PrepareSummary", "prepare", "split_document"]
+
+SHARD_HASHES: tuple[str, ...] = ("sha1",)
+"""Hashes :func:`prepare` records per shard file in ``index.json`` (Python's ``hashlib``, no extra
+package); ``curriculum-ds validate`` checks them
+(:func:`curriculum_ds.data.verify_stream` with ``verify_hashes``)."""
+
+_MDS_COLUMNS = {
+    "input_ids": "ndarray:int32",
+    "num_tokens": "int",
+    "token_entropy": "float64",
+    "compression_ratio": "float64",
+}
+_HF_ENCODE_BATCH = 256  # documents per tokenizers.encode_batch call (bounded memory).
+
+
+def split_document(ids: np.ndarray, max_seq_len: int, min_tokens: int) -> list[np.ndarray]:
+    """Cut one tokenized document into consecutive samples.
+
+    Args:
+        ids: The document's token ids (EOS included), shape ``(n,)``.
+        max_seq_len: Longest sample, in tokens (``>= 1``).
+        min_tokens: A trailing piece shorter than this is dropped.
+
+    Returns:
+        Views into ``ids``: all but the last have exactly ``max_seq_len`` tokens, and their
+        concatenation is ``ids`` minus at most ``min_tokens - 1`` trailing tokens. Deterministic.
+    """
+    pieces = [ids[start : start + max_seq_len] for start in range(0, ids.size, max_seq_len)]
+    if pieces and pieces[-1].size < min_tokens:
+        pieces.pop()
+    return pieces
+
+
+@dataclass(frozen=True)
+class PrepareSummary:
+    """What :func:`prepare` wrote.
+
+    Attributes:
+        out: The dataset directory.
+        num_documents: Non-empty documents read.
+        num_samples: Samples written (MDS rows).
+        num_tokens: Tokens written, EOS included, summed over samples.
+        vocab_size: Tokenizer vocabulary size; every id is in ``[0, vocab_size)``.
+        num_skipped_files: Files skipped inside folders (binary, not UTF-8, unreadable).
+    """
+
+    out: Path
+    num_documents: int
+    num_samples: int
+    num_tokens: int
+    vocab_size: int
+    num_skipped_files: int = 0
+
+
+def _check_out_not_in_inputs(out: Path, inputs: Sequence[Path]) -> None:
+    """Refuse an output folder inside (or equal to) an input folder: it would be read back."""
+    for path in inputs:
+        folder = path.resolve()
+        if path.is_dir() and (out == folder or folder in out.parents):
+            raise DataError(
+                f"output folder {out} is inside the input folder {path}: its shards would be read "
+                "back as documents; choose an output folder outside the inputs"
+            )
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise DataError(f"output path exists and is not a folder: {out}")
+        if any(out.iterdir()):
+            raise DataError(f"output folder is not empty: {out}")
+
+
+def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Like ``np.savez`` but byte-deterministic (fixed zip timestamps)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, arr in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            with zf.open(info, "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+
+
+def _remove_empty_folders(folders: Sequence[Path]) -> None:
+    """Remove each folder (deepest first) if it is empty; stop at the first that is not."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
+def prepare(
+    inputs: Sequence[Path],
+    out: Path,
+    *,
+    tokenizer: Path | None = None,
+    max_seq_len: int = 1024,
+    min_tokens: int = 2,
+    size_limit: int | None = None,
+    progress: bool = False,
+) -> PrepareSummary:
+    """Tokenize text into MDS shards with per-sample metric columns.
+
+    Inputs, in the order given:
+
+    * a ``.jsonl`` file: one JSON object per non-blank line, its ``text`` string is a document;
+    * any other file (``.txt``, ``.md``, ``.py``, ...): the whole file (UTF-8) is one document;
+    * a folder: every file under it, recursively, sorted by relative path, hidden entries
+      skipped, each read as above; binary (NUL byte), non-UTF-8 or unreadable files are skipped
+      and counted in ``num_skipped_files``.
+
+    Each non-empty document is tokenized (EOS appended when the tokenizer has one) and cut into
+    consecutive samples of ``max_seq_len`` tokens; a trailing piece shorter than ``min_tokens`` is
+    dropped. Samples never span two documents. The MDS columns are ``input_ids``
+    (``ndarray:int32``, shape ``(num_tokens,)``) and the metrics of
+    :data:`~curriculum_ds.data.metrics.METRIC_COLUMNS` (see :mod:`curriculum_ds.data`).
+    Everything is written to a temporary folder next to ``out`` and renamed at the end, so an
+    error leaves no partial dataset under ``out`` (and the parent folders of ``out`` that this
+    call created are removed again). Each shard's :data:`SHARD_HASHES` are recorded in
+    ``index.json``. Deterministic: the same inputs and tokenizer file give byte-identical
+    outputs. ``out`` may not lie inside an input folder
+    (a later run over that folder would read the shards back as documents).
+
+    Args:
+        inputs: Files and folders.
+        out: Dataset folder to create; it must not exist or be empty.
+        tokenizer: A HF ``tokenizer.json``; ``None`` for
+            :class:`~curriculum_ds.data.tokenizers.ByteTokenizer`.
+        max_seq_len: Tokens per sample at most, EOS included; ``>= 2``.
+        min_tokens: Shortest sample kept, in tokens; in ``[1, max_seq_len]``.
+        size_limit: MDS shard size limit in bytes (``None``: streaming's default, 64 MiB).
+        progress: Show a progress bar (documents) on stderr.
+
+    Returns:
+        A :class:`PrepareSummary`.
+
+    Raises:
+        DataError: no inputs, a missing/unreadable/non-UTF-8 named file (``path:line``), a JSONL
+            line that is not an object with a string ``text`` field or whose text holds a lone
+            surrogate (``path:line``), a bad argument, a non-empty ``out``, an ``out`` inside an
+            input folder, or inputs that yield no sample. Nothing is written under ``out``.
+    """
+    from streaming import MDSWriter
+    from tqdm import tqdm
+
+    given_out = Path(out)
+    out = given_out.resolve()
+    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int) or max_seq_len < 2:
+        raise DataError(f"max_seq_len must be an integer >= 2, got {max_seq_len!r}")
+    if isinstance(min_tokens, bool) or not isinstance(min_tokens, int):
+        raise DataError(f"min_tokens must be an integer, got {min_tokens!r}")
+    if not 1 <= min_tokens <= max_seq_len:
+        raise DataError(f"min_tokens must be in [1, max_seq_len={max_seq_len}], got {min_tokens}")
+    if size_limit is not None and not 0 < size_limit < 2**32:
+        raise DataError(f"size_limit must be in (0, 2**32) bytes, got {size_limit}")
+    paths = check_inputs(inputs)
+    _check_out_not_in_inputs(out, paths)
+    _check_out(out)
+    tok = load_tokenizer(tokenizer)
+
+    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]  # deepest first
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as err:
+        _remove_empty_folders(created)
+        raise DataError(f"cannot create the output folder {out}: {err.strerror or err}") from None
+    try:
+        stats = ReadStats()
+        num_documents = 0
+        lengths: list[int] = []
+        entropies: list[float] = []
+        ratios: list[float] = []
+        max_token_id = -1
+        writer_kwargs: dict[str, Any] = {
+            "progress_bar": False,
+            "exist_ok": False,
+            "hashes": list(SHARD_HASHES),
+        }
+        if size_limit is not None:
+            writer_kwargs["size_limit"] = size_limit
+        bar = tqdm(desc="prepare", unit="doc", disable=not progress, leave=False)
+        with bar, MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs) as writer:
+            for batch in batched(iter_documents(paths, stats), _HF_ENCODE_BATCH):
+                for ids in tok.encode_documents(batch):
+                    num_documents += 1
+                    for piece in split_document(ids, max_seq_len, min_tokens):
+                        entropy = token_entropy(piece)
+                        ratio = compression_ratio(
+                            piece, eos_id=tok.eos_id, pack_dtype=tok.pack_dtype
+                        )
+                        writer.write(
+                            {
+                                "input_ids": piece,
+                                "num_tokens": int(piece.size),
+                                "token_entropy": entropy,
+                                "compression_ratio": ratio,
+                            }
+                        )
+                        lengths.append(int(piece.size))
+                        max_token_id = max(max_token_id, int(piece.max()))
+                        entropies.append(entropy)
+                        ratios.append(ratio)
+                bar.update(len(batch))
+        if num_documents == 0:
+            shown = ", ".join(str(p) for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
+            raise DataError(f"no documents found in inputs: {shown}")
+        if not lengths:
+            raise DataError(
+                f"no samples: all {num_documents} documents are shorter than "
+                f"min_tokens={min_tokens} tokens"
+            )
+        num_tokens = int(np.sum(lengths, dtype=np.int64))
+        _write_npz(
+            tmp / METRICS_FILENAME,
+            {
+                "num_tokens": np.asarray(lengths, dtype=np.int64),
+                "token_entropy": np.asarray(entropies, dtype=np.float64),
+                "compression_ratio": np.asarray(ratios, dtype=np.float64),
+            },
+        )
+        meta = {
+            "format": DATASET_FORMAT,
+            "vocab_size": tok.vocab_size,
+            "eos_id": tok.eos_id,
+            "tokenizer": tok.describe(),
+            "max_seq_len": max_seq_len,
+            "min_tokens": min_tokens,
+            "num_documents": num_documents,
+            "num_samples": len(lengths),
+            "num_tokens": num_tokens,
+            "max_token_id": max_token_id,
+            "metric_columns": list(METRIC_COLUMNS),
+        }
+        (tmp / META_FILENAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        _check_out(out)  # still empty? (someone may have written there meanwhile)
+        if out.is_dir():
+            out.rmdir()
+        tmp.chmod(0o755)  # mkdtemp makes it 0700
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty_folders(created)
+        raise
+    return PrepareSummary(
+        out=given_out,
+        num_documents=num_documents,
+        num_samples=len(lengths),
+        num_tokens=num_tokens,
+        vocab_size=tok.vocab_size,
+        num_skipped_files=stats.num_skipped_files,
+    )
