@@ -690,7 +690,7 @@ def test_duration_object_form_errors_are_one_problem() -> None:
 
 
 def test_streams_must_share_one_vocabulary(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import curriculum_ds.config as config_module
+    import curriculum_ds.preflight as preflight_module  # where the data checks look it up
 
     class Info:
         def __init__(self, vocab_size: int | None) -> None:
@@ -699,7 +699,9 @@ def test_streams_must_share_one_vocabulary(data_dir: Path, monkeypatch: pytest.M
             self.metrics = {"num_tokens": np.array([5, 7, 9])}
 
     vocab = {"data/short": 256, "data/long": 50257}
-    monkeypatch.setattr(config_module, "read_stream_info_checked", lambda local: Info(vocab[local]))
+    monkeypatch.setattr(
+        preflight_module, "read_stream_info_checked", lambda local: Info(vocab[local])
+    )
     with pytest.raises(
         ConfigError,
         match=(
@@ -753,7 +755,7 @@ def test_check_streams_vocab_size_from_model_or_strict(data_dir: Path) -> None:
 def test_check_streams_recorded_token_range(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import curriculum_ds.config as config_module
+    import curriculum_ds.preflight as preflight_module  # where the data checks look it up
 
     class Info:
         def __init__(self, max_token_id: int | None) -> None:
@@ -763,7 +765,7 @@ def test_check_streams_recorded_token_range(
 
     recorded = {"data/short": 255, "data/long": 300}
     monkeypatch.setattr(
-        config_module, "read_stream_info_checked", lambda local: Info(recorded[local])
+        preflight_module, "read_stream_info_checked", lambda local: Info(recorded[local])
     )
     with pytest.raises(
         ConfigError,

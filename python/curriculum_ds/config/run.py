@@ -1,0 +1,204 @@
+"""A whole ds_config: :class:`RunConfig`, :func:`load_config` and :func:`parse_curriculum`.
+
+The user's ds_config is one JSON file: the usual DeepSpeed keys plus a ``curriculum`` object
+(see DESIGN.md). :func:`load_config` splits it into the DeepSpeed part (passed untouched to
+``deepspeed.initialize``) and a validated, frozen :class:`CurriculumConfig`, and checks the batch
+sizes; with ``check_data`` it also runs the data checks of :mod:`curriculum_ds.preflight`.
+Every failure is a :class:`~curriculum_ds.errors.ConfigError` of one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from curriculum_ds.config.messages import format_validation_error, show_value
+from curriculum_ds.config.models import (
+    MAX_GLOBAL_BATCH_SIZE,
+    MAX_MICRO_BATCH_TOKENS,
+    CurriculumConfig,
+)
+from curriculum_ds.errors import ConfigError
+
+__all__ = ["RunConfig", "load_config", "parse_curriculum"]
+
+
+def parse_curriculum(raw: Any) -> CurriculumConfig:
+    """Validate a ``curriculum`` section (the parsed JSON object) into a CurriculumConfig.
+
+    Args:
+        raw: the JSON value of the ``curriculum`` key.
+
+    Returns:
+        The frozen, validated config.
+
+    Raises:
+        ConfigError: one line ``curriculum.<path> [("<phase>")]...: <problem>``; only the first
+            problem is reported, with ``(+N more errors)`` when there are several.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError(f"curriculum: expected an object, got {show_value(raw)}")
+    try:
+        return CurriculumConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, raw, model=CurriculumConfig)) from None
+
+
+def _positive_int(ds_config: dict[str, Any], key: str, default: int | None) -> int:
+    value = ds_config.get(key, default)
+    if value is None:
+        raise ConfigError(f"{key}: required field is missing (a positive integer)")
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{key}: must be a positive integer, got {show_value(value)}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """A loaded ds_config: the DeepSpeed part and the validated curriculum."""
+
+    ds_config: dict[str, Any]
+    """The ds_config WITHOUT the ``curriculum`` key: what goes to ``deepspeed.initialize``."""
+    curriculum: CurriculumConfig
+    """The validated ``curriculum`` section."""
+    path: Path
+    """The file it was loaded from."""
+
+    @property
+    def micro_batch_size(self) -> int:
+        """``train_micro_batch_size_per_gpu``: samples per micro-batch per dp rank (required).
+
+        At most :data:`MAX_MICRO_BATCH_TOKENS` (2^24) tokens per micro-batch with the schedule's
+        largest ``max_seq_len`` (checked by :func:`load_config`).
+        """
+        return _positive_int(self.ds_config, "train_micro_batch_size_per_gpu", None)
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        """Micro-batches per optimizer step per dp rank (default 1).
+
+        ``micro_batch_size × gradient_accumulation_steps`` is at most
+        :data:`MAX_GLOBAL_BATCH_SIZE` (2^24) samples (checked by :func:`load_config`).
+        """
+        return _positive_int(self.ds_config, "gradient_accumulation_steps", 1)
+
+    def check_batch_sizes(self) -> None:
+        """Refuse a micro-batch or an accumulated batch too large to train on any machine.
+
+        Raises:
+            ConfigError: ``train_micro_batch_size_per_gpu`` × the largest ``max_seq_len`` of the
+                schedule exceeds :data:`MAX_MICRO_BATCH_TOKENS` tokens, or
+                ``gradient_accumulation_steps`` × the micro batch size exceeds
+                :data:`MAX_GLOBAL_BATCH_SIZE` samples (one rank's share of a global batch).
+        """
+        mbs, gas = self.micro_batch_size, self.gradient_accumulation_steps
+        phase_idx, phase = max(
+            enumerate(self.curriculum.schedule), key=lambda p: p[1].train_loader.max_seq_len
+        )
+        seq = phase.train_loader.max_seq_len
+        if mbs * seq > MAX_MICRO_BATCH_TOKENS:
+            raise ConfigError(
+                f"train_micro_batch_size_per_gpu: {mbs} samples × max_seq_len {seq} "
+                f"(curriculum.schedule[{phase_idx}] ({show_value(phase.name)})) = {mbs * seq:,} "
+                f"tokens per micro-batch, more than {MAX_MICRO_BATCH_TOKENS:,} (2^24); use a "
+                "smaller micro-batch and more gradient_accumulation_steps"
+            )
+        if mbs * gas > MAX_GLOBAL_BATCH_SIZE:
+            raise ConfigError(
+                f"gradient_accumulation_steps: {gas} × train_micro_batch_size_per_gpu {mbs} = "
+                f"{mbs * gas:,} samples per optimizer step per rank, more than "
+                f"{MAX_GLOBAL_BATCH_SIZE:,} (2^24)"
+            )
+
+    def global_batch_size(self, dp_world_size: int) -> int:
+        """Samples per optimizer step, global across dp ranks.
+
+        Equals ``micro_batch_size × gradient_accumulation_steps × dp_world_size``, at most
+        :data:`MAX_GLOBAL_BATCH_SIZE` (2^24).
+
+        Raises:
+            ConfigError: ``train_batch_size`` is given and differs from that product, or the
+                product exceeds :data:`MAX_GLOBAL_BATCH_SIZE`.
+            ValueError: ``dp_world_size`` < 1.
+        """
+        if dp_world_size < 1:
+            raise ValueError(f"dp_world_size must be >= 1, got {dp_world_size}")
+        mbs, gas = self.micro_batch_size, self.gradient_accumulation_steps
+        product = mbs * gas * dp_world_size
+        if product > MAX_GLOBAL_BATCH_SIZE:
+            raise ConfigError(
+                f"train_batch_size: train_micro_batch_size_per_gpu {mbs} × "
+                f"gradient_accumulation_steps {gas} × dp_world_size {dp_world_size} = "
+                f"{product:,} samples per optimizer step, more than {MAX_GLOBAL_BATCH_SIZE:,} "
+                "(2^24)"
+            )
+        if "train_batch_size" in self.ds_config:
+            given = _positive_int(self.ds_config, "train_batch_size", None)
+            if given != product:
+                raise ConfigError(
+                    f"train_batch_size: {given} != train_micro_batch_size_per_gpu {mbs} × "
+                    f"gradient_accumulation_steps {gas} × dp_world_size {dp_world_size} = "
+                    f"{product}"
+                )
+        return product
+
+
+def load_config(
+    path: str | Path,
+    *,
+    check_data: bool = False,
+    model: str | Path | None = None,
+    strict: bool = False,
+) -> RunConfig:
+    """Read a ds_config JSON file and validate its ``curriculum`` section and batch sizes.
+
+    Args:
+        path: the ds_config JSON file.
+        check_data: also run :func:`~curriculum_ds.preflight.check_streams` (every stream exists
+            and is an MDS dataset whose shards match its index, whose token ids fit the
+            vocabulary when it is known).
+        model: with ``check_data``: the ``--model`` folder the run will use; see
+            :func:`~curriculum_ds.preflight.check_streams`.
+        strict: with ``check_data``: the checks of ``curriculum-ds validate``; see
+            :func:`~curriculum_ds.preflight.check_streams`.
+
+    Returns:
+        The RunConfig (DeepSpeed part without ``curriculum``, validated curriculum, path).
+
+    Raises:
+        ConfigError: one line naming the file (missing, unreadable, bad JSON with line:col), the
+            JSON path of the invalid field, or the batch-size key that is too large
+            (:meth:`RunConfig.check_batch_sizes`).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        from curriculum_ds.data import json_limit_reason
+
+        raise ConfigError(f"{path}: invalid JSON: {json_limit_reason(exc)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a JSON object at the top level, got {show_value(raw)}")
+    if "curriculum" not in raw:
+        raise ConfigError(f'curriculum: required field is missing (no "curriculum" in {path})')
+    curriculum = parse_curriculum(raw["curriculum"])
+    ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
+    run = RunConfig(ds_config=ds_config, curriculum=curriculum, path=path)
+    run.check_batch_sizes()  # also validates the two keys' types
+    if check_data:
+        from curriculum_ds.preflight import check_streams  # imports this package's messages
+
+        check_streams(curriculum, model=model, strict=strict)
+    return run

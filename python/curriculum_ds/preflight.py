@@ -1,0 +1,302 @@
+"""Data preflight: the checks every run's data passes before any rank starts.
+
+One module that ``curriculum-ds validate``, ``curriculum-ds launch`` and training itself call
+(through :func:`curriculum_ds.config.load_config` with ``check_data=True``):
+:func:`check_streams` checks each stream of a validated curriculum (shard files against
+``index.json``, a decoded probe, one tokenizer and vocabulary for all streams, token ids within
+the model's vocabulary, finite values in the dynamic re-weighting's metric column), and
+:func:`stream_infos` reads each distinct stream's :class:`~curriculum_ds.data.StreamInfo` once.
+Every refusal is a :class:`~curriculum_ds.errors.ConfigError` of one line naming the JSON path
+and phase of the stream. Reads the streams' metadata, shard headers and a few samples; touches
+no RNG; deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from curriculum_ds.config.messages import show_value
+from curriculum_ds.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from curriculum_ds.config.models import CurriculumConfig, PhaseConfig
+    from curriculum_ds.data import StreamInfo
+
+__all__ = ["check_streams", "read_stream_info_checked", "stream_infos", "verify_stream_checked"]
+
+
+def read_stream_info_checked(local: str) -> StreamInfo:
+    """``curriculum_ds.data.read_stream_info(local)``: num_samples, vocab_size, metrics.
+
+    Imported lazily so that validating a config does not import streaming until data is read.
+
+    Raises:
+        DataError: the directory is missing or not a readable MDS dataset.
+    """
+    from curriculum_ds.data import read_stream_info
+
+    return read_stream_info(local)
+
+
+def stream_infos(cfg: CurriculumConfig) -> dict[str, Any]:
+    """Read every distinct stream's info once, keyed by its ``local`` string.
+
+    Each stream's shard files are checked first (:func:`verify_stream_checked`, no hashes).
+
+    Raises:
+        ConfigError: naming the first stream (JSON path and phase) that is missing or unreadable
+            (a shard file missing, truncated or corrupt).
+    """
+    return _read_streams(cfg, verify_hashes=False)[0]
+
+
+def _read_streams(
+    cfg: CurriculumConfig, *, verify_hashes: bool
+) -> tuple[dict[str, Any], dict[str, tuple[int, int] | None]]:
+    """Each distinct stream's info and probed token-id range, keyed by ``local``; see above."""
+    infos: dict[str, Any] = {}
+    token_ranges: dict[str, tuple[int, int] | None] = {}
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            if stream.local in infos:
+                continue
+            where = f"{_stream_path(i, phase, j)}.local"
+            if not Path(stream.local).exists():
+                raise ConfigError(f"{where}: {show_value(stream.local)} does not exist")
+            if not Path(stream.local).is_dir():
+                raise ConfigError(f"{where}: {show_value(stream.local)} is not a directory")
+            if not (Path(stream.local) / "index.json").is_file():
+                raise ConfigError(
+                    f"{where}: {show_value(stream.local)} is not an MDS dataset (no index.json; "
+                    "build one with `curriculum-ds prepare`)"
+                )
+            try:
+                # the shards first: reading a foreign dataset's info decodes every sample
+                token_ranges[stream.local] = verify_stream_checked(
+                    stream.local, verify_hashes=verify_hashes
+                )
+                infos[stream.local] = read_stream_info_checked(stream.local)
+            except DataError as exc:
+                detail = str(exc).replace("\n", " ")
+                raise ConfigError(
+                    f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
+                ) from None
+    return infos, token_ranges
+
+
+def verify_stream_checked(local: str, *, verify_hashes: bool = False) -> tuple[int, int] | None:
+    """``curriculum_ds.data.verify_stream(local)``: shard files and a probe of decoded samples.
+
+    Imported lazily, like :func:`read_stream_info_checked`.
+
+    Returns:
+        ``(min_id, max_id)`` of the probed samples' token ids, or ``None`` when they hold none.
+
+    Raises:
+        DataError: naming the shard file that is missing, truncated, corrupt or undecodable.
+    """
+    from curriculum_ds.data import verify_stream
+
+    return verify_stream(local, verify_hashes=verify_hashes)
+
+
+def _model_vocab_size(model: str | Path) -> int:
+    """``vocab_size`` of a local HF model folder's ``config.json`` (or of its ``text_config``).
+
+    Raises:
+        ConfigError: ``--model ...``: not a folder, no readable config.json, no vocab_size.
+    """
+    folder = Path(model)
+    if not folder.is_dir():
+        raise ConfigError(f"--model {model}: not a local model folder (no download at run time)")
+    path = folder / "config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--model {model}: no config.json in the model folder") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        detail = str(exc).replace("\n", " ")
+        raise ConfigError(f"--model {model}: cannot read config.json: {detail}") from None
+    vocab = raw.get("vocab_size") if isinstance(raw, dict) else None
+    if vocab is None and isinstance(raw, dict) and isinstance(raw.get("text_config"), dict):
+        vocab = raw["text_config"].get("vocab_size")
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
+        raise ConfigError(
+            f"--model {model}: config.json has no positive integer vocab_size, "
+            f"got {show_value(vocab)}"
+        )
+    return vocab
+
+
+def _stream_path(i: int, phase: PhaseConfig, j: int) -> str:
+    return f"curriculum.schedule[{i}] ({show_value(phase.name)}).train_loader.streams[{j}]"
+
+
+def check_streams(
+    cfg: CurriculumConfig, *, model: str | Path | None = None, strict: bool = False
+) -> None:
+    """Check that every stream is a readable, intact MDS dataset that the run's model can read.
+
+    * Each stream's shard files must match its ``index.json`` and a probe of its samples must
+      decode (:func:`curriculum_ds.data.verify_stream`; with ``strict``, recorded shard hashes
+      are verified too, which reads every hashed shard once).
+    * Streams made by ``curriculum-ds prepare`` must all share one vocabulary size and one
+      tokenizer (the byte tokenizer, or one ``tokenizer.json`` by its recorded sha256); streams
+      of unknown vocabulary are not compared. Every stream must hold at least one sample.
+    * Token ids (a stream's recorded or scanned range, and its probed samples) must be in
+      ``[0, vocab_size)`` of the embedding that will read them: ``model``'s ``config.json``
+      ``vocab_size`` when ``model`` is given; else, with ``strict`` (the run gets no ``--model``
+      and builds its default model sized to the recorded ``vocab_size``), that recorded size;
+      else each stream's own recorded ``vocab_size`` (a stream of unknown vocabulary is then not
+      range-checked: the run may be given a ``--model`` this check does not know).
+    * With ``strict`` and no ``model``, at least one stream must record its ``vocab_size``
+      (else the run needs ``--model``).
+    * With dynamic re-weighting, every stream must have the ``static_metric`` column, and its
+      values must be finite (the bucketing refuses a NaN or an infinity).
+
+    Relative ``local`` paths are resolved against the current working directory. Reads the
+    streams' metadata, shard headers and a few samples; deterministic.
+
+    Args:
+        cfg: The validated curriculum.
+        model: The ``--model`` folder the run will use (a local HF model), or ``None``.
+        strict: The checks of ``curriculum-ds validate``: hashes, and the run's vocabulary must
+            be known (``model``, or a recorded ``vocab_size``).
+
+    Raises:
+        ConfigError: naming the JSON path and phase of the first bad stream (missing, not MDS,
+            unreadable, empty, a shard file missing/truncated/corrupt, another vocab_size or
+            tokenizer, a token id out of range, no known vocab_size), ``--model`` when its folder
+            or ``vocab_size`` cannot be read, or ``curriculum.dynamic.static_metric`` when dynamic
+            re-weighting is enabled and a stream lacks that metric column or holds a non-finite
+            value in it (naming the stream, the column and the sample index).
+    """
+    infos, token_ranges = _read_streams(cfg, verify_hashes=strict)
+    streams = [
+        (_stream_path(i, phase, j), stream)
+        for i, phase in enumerate(cfg.schedule)
+        for j, stream in enumerate(phase.train_loader.streams)
+    ]
+    first_seen: dict[str, str] = {}  # local -> the path of its first use
+    for where, stream in streams:
+        first_seen.setdefault(stream.local, where)
+
+    first_vocab: tuple[int, str, str] | None = None  # (vocab_size, local, where)
+    first_tok: tuple[str, str, str, str] | None = None  # (identity, shown, local, where)
+    for where, stream in streams:
+        info = infos[stream.local]
+        vocab = getattr(info, "vocab_size", None)
+        if not isinstance(vocab, int):
+            continue  # not made by `prepare`: the tokenizer is unknown
+        if first_vocab is None:
+            first_vocab = (vocab, stream.local, where.removeprefix("curriculum."))
+        elif vocab != first_vocab[0]:
+            raise ConfigError(
+                f"{where}.local: {show_value(stream.local)} was tokenized with "
+                f"vocab_size {vocab} but {show_value(first_vocab[1])} ({first_vocab[2]}) with "
+                f"{first_vocab[0]}; all streams must share one tokenizer"
+            )
+        identity = _tokenizer_identity(info)
+        if identity is None:
+            continue
+        if first_tok is None:
+            first_tok = (*identity, stream.local, where.removeprefix("curriculum."))
+        elif identity[0] != first_tok[0]:
+            raise ConfigError(
+                f"{where}.local: {show_value(stream.local)} was prepared with tokenizer "
+                f"{identity[1]} but {show_value(first_tok[2])} ({first_tok[3]}) with tokenizer "
+                f"{first_tok[1]}; all streams must share one tokenizer"
+            )
+
+    run_vocab: tuple[int, str] | None = None  # (vocab_size, where it comes from)
+    if model is not None:
+        run_vocab = (_model_vocab_size(model), f"of --model {model}")
+    elif strict:
+        if first_vocab is None:
+            where, stream = streams[0]
+            raise ConfigError(
+                f"{where}.local: {show_value(stream.local)} has no vocab_size (no stream of the "
+                "schedule was made by `curriculum-ds prepare`); pass --model DIR, the local HF "
+                "model folder the run will use"
+            )
+        run_vocab = (first_vocab[0], "recorded by `curriculum-ds prepare`, the default model's")
+    for local, where in first_seen.items():
+        info = infos[local]
+        own = getattr(info, "vocab_size", None)
+        if run_vocab is not None:
+            vocab, source = run_vocab
+        elif isinstance(own, int):
+            vocab, source = own, "recorded by `curriculum-ds prepare`"
+        else:
+            continue
+        lows = [getattr(info, "min_token_id", None)]
+        highs = [getattr(info, "max_token_id", None)]
+        probed = token_ranges[local]
+        if probed is not None:
+            lows.append(probed[0])
+            highs.append(probed[1])
+        low = min((v for v in lows if v is not None), default=None)
+        high = max((v for v in highs if v is not None), default=None)
+        if low is not None and low < 0:
+            raise ConfigError(
+                f"{where}.local: {show_value(local)} holds token id {low}; token ids must be >= 0"
+            )
+        if high is not None and high >= vocab:
+            raise ConfigError(
+                f"{where}.local: {show_value(local)} holds token id {high}, out of range for "
+                f"vocab_size {vocab} ({source}); ids must be < vocab_size"
+            )
+
+    if not cfg.dynamic.enabled:
+        return
+    metric = cfg.dynamic.static_metric
+    for where, stream in streams:
+        metrics = getattr(infos[stream.local], "metrics", None)
+        if not isinstance(metrics, Mapping):
+            continue
+        if metric not in metrics:
+            have = ", ".join(sorted(metrics)) or "none"
+            raise ConfigError(
+                f"curriculum.dynamic.static_metric: stream {show_value(stream.local)} "
+                f"({where.removeprefix('curriculum.')}) has no "
+                f"metric column {show_value(metric)} (it has: {have})"
+            )
+        bad = _first_non_finite(metrics[metric])
+        if bad is not None:
+            raise ConfigError(
+                f"curriculum.dynamic.static_metric: stream {show_value(stream.local)} "
+                f"({where.removeprefix('curriculum.')}): metric column {show_value(metric)} of "
+                f"metrics.npz is {bad[1]} at sample {bad[0]}; every value must be finite "
+                "(re-run `curriculum-ds prepare`)"
+            )
+
+
+def _first_non_finite(values: Any) -> tuple[int, float] | None:
+    """``(sample_idx, value)`` of the first NaN or infinite value of a metric column, or None."""
+    import numpy as np
+
+    arr = np.asarray(values, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(arr))
+    if bad.size == 0:
+        return None
+    return int(bad[0]), float(arr[bad[0]])
+
+
+def _tokenizer_identity(info: Any) -> tuple[str, str] | None:
+    """``(identity, shown)`` of the tokenizer a stream was prepared with, or None if unknown.
+
+    The byte tokenizer is ``"byte"``; a ``tokenizer.json`` is its recorded sha256 (the same file
+    at another path is the same tokenizer), else its path.
+    """
+    tokenizer = getattr(info, "tokenizer", None)
+    sha = getattr(info, "tokenizer_sha256", None)
+    if tokenizer == "byte":
+        return "byte", '"byte"'
+    if isinstance(sha, str):
+        return f"sha256:{sha}", f"{show_value(tokenizer)} (sha256 {sha[:12]})"
+    if isinstance(tokenizer, str):
+        return f"path:{tokenizer}", show_value(tokenizer)
+    return None
