@@ -15,6 +15,9 @@ from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.runlog import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+FAULT_FLAGS = frozenset({"--kill-after-step", "--kill-during-save", "--dump-state"})
+"""Flags of tests/faulty_train.py, the reference loop with fault injection and a state dump."""
 _SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
 
 
@@ -83,8 +86,13 @@ def launch(
         num_gpus=num_gpus,
         train_args=["--run-dir", str(run_dir), "--no-progress", *extra],
     )
+    if any(arg.split("=")[0] in FAULT_FLAGS for arg in extra):
+        # the product loop has no fault injection: the tests' wrapper of it does
+        cmd[cmd.index("curriculum_ds.train")] = "faulty_train"
     env = launcher_env(cuda=False)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO / "python"), str(TESTS), env.get("PYTHONPATH")])
+    )
     for _ in range(2):
         proc = subprocess.run(
             cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ds_config.parent
@@ -169,3 +177,14 @@ def two_phase_curriculum(
     if static_metric is not None:
         cur["dynamic"] = {"enabled": True, "num_buckets": 2, "static_metric": static_metric}
     return cur
+
+
+def recompute(dynamic: Any, global_step: int, loader: Any) -> dict[str, Any] | None:
+    """What the curriculum does after a step: ``maybe_recompute``, the loader applying the bucket
+    update it hands back; returns the history record (None between recomputes)."""
+    update = dynamic.maybe_recompute(global_step)
+    if update is None:
+        return None
+    if update.buckets is not None:
+        loader.set_buckets(update.buckets)
+    return update.record  # type: ignore[no-any-return]

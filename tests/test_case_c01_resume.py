@@ -54,7 +54,7 @@ def _restore(cfg_path, ckpt) -> tuple[PhaseLoader, DynamicReweighter, dict[str, 
         cfg.schedule[phase_idx], phase_idx, seed=cfg.seed, num_buckets=cfg.dynamic.num_buckets
     )
     dynamic = DynamicReweighter(cfg.dynamic, seed=cfg.seed)
-    dynamic.start_phase(loader, saved["dynamic"])
+    loader.set_buckets(dynamic.start_phase(loader, saved["dynamic"]))
     loader.load_state_dict(saved["loader"])
     return loader, dynamic, saved
 

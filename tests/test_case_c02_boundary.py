@@ -133,7 +133,7 @@ def test_case_c02_boundary_checkpoint_resumes_into_b(c02):
     _, saved = read_curriculum_state(c02["boundary_ckpt"])
     loader = PhaseLoader(cfg.schedule[1], 1, seed=cfg.seed, num_buckets=cfg.dynamic.num_buckets)
     dynamic = DynamicReweighter(cfg.dynamic, seed=cfg.seed)
-    dynamic.start_phase(loader, saved["dynamic"])
+    loader.set_buckets(dynamic.start_phase(loader, saved["dynamic"]))
     first_b = loader.next_global_batch(GLOBAL_BATCH, dynamic.probs)
     assert recs[11]["samples"] == [["b", int(i)] for _, i in first_b]
     # nothing of A is replayed: steps 11-20 draw only from B

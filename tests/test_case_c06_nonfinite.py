@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import make_dataset, ragged_docs
+from helpers import make_dataset, ragged_docs, recompute
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
 from curriculum_ds.dynamic import DynamicReweighter, bucket_probs, bucket_scores
@@ -75,10 +75,10 @@ def test_c06_window_leaves_out_and_counts_non_finite(bad):
 def test_c06_reweighter_recompute_with_a_non_finite_loss(dataset, bad):
     loader = _loader(dataset)
     dyn = _reweighter()
-    dyn.start_phase(loader, None)
+    loader.set_buckets(dyn.start_phase(loader, None))
     batch = np.stack([np.zeros(5, np.int64), np.arange(5, dtype=np.int64)], axis=1)
-    dyn.observe(loader, batch, np.array([*FINITE, bad]))
-    rec = dyn.maybe_recompute(1, loader)
+    dyn.observe(batch, np.array([*FINITE, bad]))
+    rec = recompute(dyn, 1, loader)
     edges, scores, counts, probs = _expected_for_finite()
     assert rec["num_non_finite"] == 1
     assert rec["window_size"] == 4
@@ -104,14 +104,14 @@ def test_c06_reweighter_recompute_with_a_non_finite_loss(dataset, bad):
 def test_c06_empty_and_all_nan_window_at_start_keeps_uniform(dataset):
     loader = _loader(dataset)
     dyn = _reweighter()
-    dyn.start_phase(loader, None)
-    rec = dyn.maybe_recompute(1, loader)  # nothing observed yet
+    loader.set_buckets(dyn.start_phase(loader, None))
+    rec = recompute(dyn, 1, loader)  # nothing observed yet
     assert rec["kept_previous"] is True
     assert rec["weights"] == [0.25] * 4
     assert rec["window_size"] == 0
     batch = loader.next_global_batch(8, dyn.probs)
-    dyn.observe(loader, batch, np.full(8, np.nan))
-    rec = dyn.maybe_recompute(2, loader)
+    dyn.observe(batch, np.full(8, np.nan))
+    rec = recompute(dyn, 2, loader)
     assert rec["kept_previous"] is True
     assert rec["weights"] == [0.25] * 4
     assert rec["num_non_finite"] == 8
@@ -122,21 +122,21 @@ def test_c06_empty_and_all_nan_window_at_start_keeps_uniform(dataset):
 def test_c06_all_nan_window_after_a_phase_swap_keeps_the_previous_weights(dataset):
     loader = _loader(dataset)
     dyn = _reweighter()
-    dyn.start_phase(loader, None)
+    loader.set_buckets(dyn.start_phase(loader, None))
     batch = np.stack([np.zeros(5, np.int64), np.arange(5, dtype=np.int64)], axis=1)
-    dyn.observe(loader, batch, np.array([*FINITE, np.nan]))
-    dyn.maybe_recompute(1, loader)
+    dyn.observe(batch, np.array([*FINITE, np.nan]))
+    recompute(dyn, 1, loader)
     previous = dyn.probs.copy()
     assert not np.allclose(previous, 0.25)
 
     swapped = _loader(dataset, phase_idx=1)
-    dyn.start_phase(swapped, None)
+    swapped.set_buckets(dyn.start_phase(swapped, None))
     assert len(dyn.window) == 0
     assert dyn.window.num_non_finite == 0
     for step in (2, 3):
         batch = swapped.next_global_batch(8, dyn.probs)
-        dyn.observe(swapped, batch, np.full(8, np.inf))
-        rec = dyn.maybe_recompute(step, swapped)
+        dyn.observe(batch, np.full(8, np.inf))
+        rec = recompute(dyn, step, swapped)
         assert rec["kept_previous"] is True
         np.testing.assert_array_equal(rec["weights"], previous)
     np.testing.assert_array_equal(dyn.probs, previous)

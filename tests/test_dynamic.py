@@ -11,7 +11,7 @@ import pickle
 
 import numpy as np
 import pytest
-from helpers import make_dataset, ragged_docs
+from helpers import make_dataset, ragged_docs, recompute
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -184,8 +184,8 @@ def _run(dyn: DynamicReweighter, loader: PhaseLoader, steps: range, batch_size: 
     for step in steps:
         batch = loader.next_global_batch(batch_size, dyn.probs)
         batches.append(batch)
-        dyn.observe(loader, batch, _fake_losses(loader, batch))
-        rec = dyn.maybe_recompute(step, loader)
+        dyn.observe(batch, _fake_losses(loader, batch))
+        rec = recompute(dyn, step, loader)
         if rec is not None:
             records.append(rec)
     return records, batches
@@ -194,7 +194,7 @@ def _run(dyn: DynamicReweighter, loader: PhaseLoader, steps: range, batch_size: 
 def test_start_phase_buckets_by_the_static_metric(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     dyn = DynamicReweighter(_cfg(), seed=3)
-    dyn.start_phase(loader, None)
+    loader.set_buckets(dyn.start_phase(loader, None))
     columns = [np.asarray(i.metrics["num_tokens"], dtype=np.float64) for i in loader.infos]
     edges = bucket_edges(np.concatenate(columns), 4)
     for sampler, column in zip(loader.samplers, columns, strict=True):
@@ -209,7 +209,7 @@ def test_unknown_static_metric_is_a_clear_error(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     dyn = DynamicReweighter(_cfg(static_metric="no_such_column"), seed=3)
     with pytest.raises(ConfigError, match=r"curriculum\.dynamic\.static_metric.*no_such_column"):
-        dyn.start_phase(loader, None)
+        loader.set_buckets(dyn.start_phase(loader, None))
 
 
 def test_non_finite_static_metric_names_stream_column_and_sample(datasets):
@@ -228,13 +228,13 @@ def test_non_finite_static_metric_names_stream_column_and_sample(datasets):
         match=rf"stream '{loader.stream_names[1]}': metric column 'token_entropy' is nan at "
         r"sample 5; every value must be finite",
     ):
-        dyn.start_phase(loader, None)
+        loader.set_buckets(dyn.start_phase(loader, None))
 
 
 def test_recompute_gives_floored_probs_that_sum_to_one(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     dyn = DynamicReweighter(_cfg(), seed=3)
-    dyn.start_phase(loader, None)
+    loader.set_buckets(dyn.start_phase(loader, None))
     records, _ = _run(dyn, loader, range(1, 13))
     assert len(records) == 6  # steps 2, 4, ..., 12
     for rec in records:
@@ -260,7 +260,7 @@ def test_recompute_is_deterministic_and_a_pure_function_of_the_inputs(datasets):
     for _ in range(2):
         loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
         dyn = DynamicReweighter(_cfg(), seed=3)
-        dyn.start_phase(loader, None)
+        loader.set_buckets(dyn.start_phase(loader, None))
         runs.append(_run(dyn, loader, range(1, 11)))
     assert runs[0][0] == runs[1][0]
     for a, b in zip(runs[0][1], runs[1][1], strict=True):
@@ -270,10 +270,10 @@ def test_recompute_is_deterministic_and_a_pure_function_of_the_inputs(datasets):
 def test_empty_window_keeps_the_previous_probs(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     dyn = DynamicReweighter(_cfg(), seed=3)
-    dyn.start_phase(loader, None)
+    loader.set_buckets(dyn.start_phase(loader, None))
     batch = loader.next_global_batch(8, dyn.probs)
-    dyn.observe(loader, batch, np.full(8, np.nan))  # e.g. a step whose samples bear no loss
-    rec = dyn.maybe_recompute(2, loader)
+    dyn.observe(batch, np.full(8, np.nan))  # e.g. a step whose samples bear no loss
+    rec = recompute(dyn, 2, loader)
     assert rec is not None
     assert rec["kept_previous"]
     assert rec["weights"] == [0.25] * 4
@@ -284,8 +284,8 @@ def test_empty_window_keeps_the_previous_probs(datasets):
     assert not np.allclose(previous, 0.25)
     # a phase swap empties the window: the next recompute keeps the last weights
     loader2 = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
-    dyn.start_phase(loader2, None)
-    rec = dyn.maybe_recompute(8, loader2)
+    loader2.set_buckets(dyn.start_phase(loader2, None))
+    rec = recompute(dyn, 8, loader2)
     assert rec is not None
     assert rec["kept_previous"]
     np.testing.assert_array_equal(dyn.probs, previous)
@@ -297,7 +297,7 @@ def test_state_dict_restores_probs_window_and_buckets_exactly(datasets):
     for checkpoint_step in (4, 5):  # on a recompute step, and between two recomputes
         loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
         dyn = DynamicReweighter(_cfg(recompute_every_n_steps=4), seed=3)
-        dyn.start_phase(loader, None)
+        loader.set_buckets(dyn.start_phase(loader, None))
         _run(dyn, loader, range(1, checkpoint_step + 1))
         saved = pickle.loads(
             pickle.dumps({"dynamic": dyn.state_dict(), "loader": loader.state_dict()})
@@ -307,7 +307,7 @@ def test_state_dict_restores_probs_window_and_buckets_exactly(datasets):
 
         loader_b = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
         dyn_b = DynamicReweighter(_cfg(recompute_every_n_steps=4), seed=3)
-        dyn_b.start_phase(loader_b, saved["dynamic"])
+        loader_b.set_buckets(dyn_b.start_phase(loader_b, saved["dynamic"]))
         loader_b.load_state_dict(saved["loader"])
         np.testing.assert_array_equal(dyn_b.probs, saved["dynamic"]["probs"])
         np.testing.assert_array_equal(dyn_b.window.values(), window_at_checkpoint)
@@ -320,9 +320,9 @@ def test_state_dict_restores_probs_window_and_buckets_exactly(datasets):
 def test_observe_records_the_latest_finite_loss_per_sample(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     dyn = DynamicReweighter(_cfg(), seed=3)
-    dyn.start_phase(loader, None)
+    loader.set_buckets(dyn.start_phase(loader, None))
     batch = np.array([[0, 5], [1, 7], [0, 5], [1, 9]], dtype=np.int64)
-    dyn.observe(loader, batch, np.array([1.0, 2.0, 3.0, np.nan]))
+    dyn.observe(batch, np.array([1.0, 2.0, 3.0, np.nan]))
     assert dyn.last_loss[0][5] == 3.0  # the later of two losses of one sample in a batch
     assert dyn.last_loss[1][7] == 2.0
     assert np.isnan(dyn.last_loss[1][9])  # a NaN loss leaves the sample unseen
@@ -334,7 +334,7 @@ def test_state_from_an_earlier_phase_carries_only_the_probs(datasets):
     """A checkpoint on a phase boundary: the next phase starts with the weights it would have."""
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     dyn = DynamicReweighter(_cfg(), seed=3)
-    dyn.start_phase(loader, None)
+    loader.set_buckets(dyn.start_phase(loader, None))
     _run(dyn, loader, range(1, 7))
     saved = dyn.state_dict()
     assert saved["phase_idx"] == 0
@@ -342,7 +342,7 @@ def test_state_from_an_earlier_phase_carries_only_the_probs(datasets):
 
     loader_b = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
     dyn_b = DynamicReweighter(_cfg(), seed=3)
-    dyn_b.start_phase(loader_b, saved)
+    loader_b.set_buckets(dyn_b.start_phase(loader_b, saved))
     np.testing.assert_array_equal(dyn_b.probs, saved["probs"])
     assert len(dyn_b.window) == 0
     assert dyn_b.edges is None
@@ -356,15 +356,15 @@ def test_weights_drive_the_sampler_within_the_datamix(datasets):
     overall and within each stream, while the stream proportions still hold exactly."""
     loader = PhaseLoader(_phase(datasets), 0, seed=5, num_buckets=4)
     dyn = DynamicReweighter(_cfg(window=10_000, recompute_every_n_steps=1), seed=5)
-    dyn.start_phase(loader, None)
+    loader.set_buckets(dyn.start_phase(loader, None))
     # a loss for every sample, unrelated to its length, so each stream has all four buckets
     pairs = np.array(
         [[s, i] for s, info in enumerate(loader.infos) for i in range(info.num_samples)],
         dtype=np.int64,
     )
     losses = ((pairs[:, 1] * 2654435761 + pairs[:, 0] * 97) % 1000).astype(np.float64) / 100
-    dyn.observe(loader, pairs, losses)
-    dyn.maybe_recompute(1, loader)
+    dyn.observe(pairs, losses)
+    recompute(dyn, 1, loader)
     for sampler in loader.samplers:
         assert np.all(sampler.counts() > 0)
 

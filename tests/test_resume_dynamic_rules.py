@@ -5,7 +5,8 @@ import pytest
 
 from curriculum_ds.config import parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.schedule import check_resume, saved_curriculum
+from curriculum_ds.resume_rules import check_resume
+from curriculum_ds.state import CurriculumState
 
 
 def _cfg(**dynamic):
@@ -30,11 +31,9 @@ def _cfg(**dynamic):
 
 
 def _saved(cfg, progress, *, num_buckets=4, window=100, on=True):
-    saved = dict(
-        saved_curriculum(
-            cfg, progress, global_step=5, consumed_tokens=progress, consumed_samples=20
-        )
-    )
+    saved = CurriculumState.at(
+        cfg, progress, global_step=5, consumed_tokens=progress, consumed_samples=20
+    ).to_dict()
     saved["dynamic"] = (
         {"probs": np.full(num_buckets, 1 / num_buckets), "window": {"capacity": window}}
         if on

@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 
 from curriculum_ds.config import CurriculumConfig, parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.schedule import (
-    PhaseSchedule,
-    ResumePlan,
-    SavedCurriculum,
-    check_resume,
-    fresh_plan,
-    phase_fingerprint,
-    saved_curriculum,
-)
+from curriculum_ds.resume_rules import ResumePlan, check_resume, fresh_plan
+from curriculum_ds.schedule import PhaseSchedule, phase_fingerprint
+from curriculum_ds.state import CurriculumState
+
+SavedCurriculum = dict[str, Any]
+
+
+def saved_curriculum(cfg: CurriculumConfig, progress: int | Fraction, **counters: int) -> Any:
+    return CurriculumState.at(cfg, progress, **counters).to_dict()
 
 
 def section() -> dict[str, Any]:
@@ -501,7 +501,7 @@ def test_malformed_saved_state(mutate: Any, pattern: str) -> None:
 
 
 def test_not_a_dict() -> None:
-    with pytest.raises(ResumeError, match="missing 'version'"):
+    with pytest.raises(ResumeError, match=r"^checkpoint curriculum state: not a mapping \(list\)$"):
         check_resume(BASE, [])  # type: ignore[arg-type]
 
 

@@ -17,11 +17,11 @@ from curriculum_ds.config import CurriculumConfig, load_config, parse_curriculum
 from curriculum_ds.errors import ConfigError, ResumeError
 from curriculum_ds.schedule import (
     PhaseSchedule,
-    describe_schedule,
     phase_fingerprint,
     progress_from_str,
     progress_to_str,
 )
+from curriculum_ds.schedule_table import describe_schedule
 
 
 def make_cfg(durations: list[str], max_duration: str | None = None) -> CurriculumConfig:

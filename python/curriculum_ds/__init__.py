@@ -3,7 +3,13 @@
 Phase schedules of datamixes, token-weighted loss under gradient accumulation / data parallelism /
 ZeRO, dynamic bucket re-weighting, and a Rust core for exact percentile bucketing and weighted
 index sampling. The numeric kernels are re-exported here from the private native module.
+
+The plugin API (``initialize``, ``attach``, ``deepspeed_config``, ``Curriculum``, ``Step``,
+``MicroBatch``) is loaded on first use, so that ``import curriculum_ds`` (the CLI, the kernels)
+does not import torch and DeepSpeed.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from curriculum_ds._native import __version__
 from curriculum_ds.errors import (
@@ -13,6 +19,7 @@ from curriculum_ds.errors import (
     DataError,
     ResumeError,
     SamplingError,
+    StepError,
 )
 from curriculum_ds.kernels import (
     BucketSampler,
@@ -24,19 +31,49 @@ from curriculum_ds.kernels import (
     sample_without_replacement,
 )
 
+if TYPE_CHECKING:
+    from curriculum_ds.plugin import (
+        Curriculum,
+        MicroBatch,
+        Step,
+        attach,
+        deepspeed_config,
+        initialize,
+    )
+
+_PLUGIN = frozenset(
+    {"Curriculum", "MicroBatch", "Step", "attach", "deepspeed_config", "initialize"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PLUGIN:
+        from curriculum_ds import plugin
+
+        return getattr(plugin, name)
+    raise AttributeError(f"module 'curriculum_ds' has no attribute {name!r}")
+
+
 __all__ = [
     "BucketSampler",
     "BucketingError",
     "ConfigError",
+    "Curriculum",
     "CurriculumError",
     "DataError",
+    "MicroBatch",
     "ResumeError",
     "RollingWindow",
     "SamplingError",
+    "Step",
+    "StepError",
     "WeightedSampler",
     "__version__",
     "assign_buckets",
+    "attach",
     "bucket_edges",
+    "deepspeed_config",
     "epoch_permutation",
+    "initialize",
     "sample_without_replacement",
 ]

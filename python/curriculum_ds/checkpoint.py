@@ -94,7 +94,7 @@ def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
 
 def resume_verdict(run: RunConfig, ckpt: Path) -> str:
     """What resuming ``ckpt`` under ``run`` would do, as text; raises ResumeError if refused."""
-    from curriculum_ds.schedule import check_resume
+    from curriculum_ds.resume_rules import check_resume
 
     tag, saved = read_curriculum_state(ckpt)
     if saved is None:

@@ -97,7 +97,7 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     of samples decodes, and the token ids fit the vocabulary the run will use.
     """
     from curriculum_ds.config import load_config
-    from curriculum_ds.schedule import describe_schedule
+    from curriculum_ds.schedule_table import describe_schedule
 
     run = load_config(ds_config, check_data=True, model=model, strict=True)
     verdict = None

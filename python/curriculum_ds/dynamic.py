@@ -24,6 +24,7 @@ and counted (case C06); a recompute over an empty window keeps the previous weig
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +37,13 @@ if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
     from curriculum_ds.loader import PhaseLoader
 
-__all__ = ["FLOOR_SLACK", "DynamicReweighter", "bucket_probs", "bucket_scores"]
+__all__ = [
+    "FLOOR_SLACK",
+    "BucketUpdate",
+    "DynamicReweighter",
+    "bucket_probs",
+    "bucket_scores",
+]
 
 
 FLOOR_SLACK = 1e-12
@@ -116,12 +123,32 @@ def bucket_scores(
     return scores, counts
 
 
+@dataclass(frozen=True)
+class BucketUpdate:
+    """What a recompute hands back: the new bucket assignment for the loader, and the record.
+
+    Attributes:
+        buckets: per stream of the phase, int64 ``(num_samples,)`` bucket of every sample, in
+            ``[0, num_buckets)``; the loader applies it (``PhaseLoader.set_buckets``). None when
+            the assignment is unchanged (an empty window kept the previous weights).
+        record: the ``curriculum_history.jsonl`` fields (``weights`` summing to 1, ``scores``,
+            ``edges``, ``bucket_counts``, ``window_size``, ``num_non_finite``, ``temperature``,
+            ``floor``; ``kept_previous: true`` when the window was empty).
+    """
+
+    buckets: list[npt.NDArray[np.int64]] | None
+    record: dict[str, Any]
+
+
 class DynamicReweighter:
     """The re-weighting state of a run: rolling window, per-sample buckets, bucket probabilities.
 
     Lifecycle per phase: :meth:`start_phase` (new window; samples bucketed by the static metric),
     then every optimizer step :meth:`observe` (the step's global per-sample losses) and
     :meth:`maybe_recompute` (every ``recompute_every_n_steps``: edges, scores, probs, buckets).
+    It only reads the loader's metadata: the bucket assignments it computes are handed back
+    (:meth:`start_phase` returns them, :meth:`maybe_recompute` returns a :class:`BucketUpdate`)
+    and the caller applies them to the loader.
     Everything is a deterministic function of the observed losses, so ranks that observe the same
     all-gathered losses hold bit-identical state.
 
@@ -146,19 +173,25 @@ class DynamicReweighter:
         self.edges: npt.NDArray[np.float64] | None = None  # of the last recompute in this phase
         self.num_recomputes = 0
 
-    def start_phase(self, loader: PhaseLoader, saved: dict[str, Any] | None) -> None:
+    def start_phase(
+        self, loader: PhaseLoader, saved: dict[str, Any] | None
+    ) -> list[npt.NDArray[np.int64]]:
         """Reset the window for a new datamix and bucket its samples by the static metric.
 
         The probabilities carry over from the previous phase (uniform at the start of a run) until
         the first recompute with a non-empty window.
 
         Args:
-            loader: The new phase's loader; its samplers get the bucket assignment.
+            loader: The new phase's loader (read only: its streams' names and metric columns).
             saved: A :meth:`state_dict` from a checkpoint, or None. Taken inside this phase, the
                 window, latest losses, edges, bucket assignment and probabilities are restored
                 exactly; taken in an earlier phase (a checkpoint on a phase boundary), only the
                 probabilities and the recompute count carry over, as they would have without the
                 interruption.
+
+        Returns:
+            The bucket assignment per stream, int64 ``(num_samples,)`` each, for the loader's
+            samplers (``PhaseLoader.set_buckets``).
 
         Raises:
             ConfigError: If a stream has no ``static_metric`` column, or a non-finite value in
@@ -203,18 +236,15 @@ class DynamicReweighter:
                 if saved.get("buckets") is not None:
                     buckets = [np.asarray(b, dtype=np.int64) for b in saved["buckets"]]
         if buckets is None:
-            self._refresh_buckets(loader)
-        else:
-            # the assignment of the last recompute, not one rebuilt from losses seen after it
-            self._set_buckets(loader, buckets)
+            buckets = self._sample_buckets()
+        # else: the assignment of the last recompute, not one rebuilt from losses seen after it
+        self.buckets = buckets
+        return buckets
 
-    def observe(
-        self, loader: PhaseLoader, batch: npt.NDArray[np.int64], losses: npt.NDArray[np.float64]
-    ) -> None:
+    def observe(self, batch: npt.NDArray[np.int64], losses: npt.NDArray[np.float64]) -> None:
         """Record a step's global per-sample losses.
 
         Args:
-            loader: The current phase's loader.
             batch: The step's global batch, int64 ``(global_batch_size, 2)`` of
                 ``(stream_idx, sample_idx)``, in global order.
             losses: float64 ``(global_batch_size,)``, each sample's mean loss over its
@@ -232,19 +262,19 @@ class DynamicReweighter:
             mask = finite & (streams == stream)
             last[batch[mask, 1]] = losses[mask]
 
-    def maybe_recompute(self, global_step: int, loader: PhaseLoader) -> dict[str, Any] | None:
+    def maybe_recompute(self, global_step: int) -> BucketUpdate | None:
         """Every ``recompute_every_n_steps``: new edges, scores, probs and sample buckets.
 
         Args:
             global_step: The optimizer step just taken (1-based, global).
-            loader: The current phase's loader; its samplers get the new bucket assignment.
 
         Returns:
-            The history record (``weights``, ``scores``, ``edges``, ``bucket_counts``,
-            ``window_size``, ``num_non_finite``, ``temperature``, ``floor``) or None between
-            recomputes. An empty window (start-up, right after a phase swap, or only non-finite
-            losses) keeps the previous weights and buckets and says so with
-            ``kept_previous: true``.
+            None between recomputes; else the :class:`BucketUpdate` whose ``record`` is the
+            history record (``weights``, ``scores``, ``edges``, ``bucket_counts``,
+            ``window_size``, ``num_non_finite``, ``temperature``, ``floor``) and whose
+            ``buckets`` the caller applies to the loader. An empty window (start-up, right after
+            a phase swap, or only non-finite losses) keeps the previous weights and buckets and
+            says so with ``kept_previous: true``.
         """
         if global_step % self.cfg.recompute_every_n_steps != 0:
             return None
@@ -257,21 +287,21 @@ class DynamicReweighter:
         }
         if len(self.window) == 0:
             record.update(weights=self.probs.tolist(), scores=None, kept_previous=True)
-            return record
+            return BucketUpdate(None, record)
         edges = self.window.edges(self.num_buckets)
         scores, counts = bucket_scores(self.window.values(), edges, self.num_buckets)
         self.probs = bucket_probs(scores, temperature=self.cfg.temperature, floor=self.cfg.floor)
         self.edges = edges
-        self._refresh_buckets(loader)
+        self.buckets = self._sample_buckets()
         record.update(
             weights=self.probs.tolist(),
             scores=scores.tolist(),
             edges=edges.tolist(),
             bucket_counts=counts.tolist(),
         )
-        return record
+        return BucketUpdate(self.buckets, record)
 
-    def _refresh_buckets(self, loader: PhaseLoader) -> None:
+    def _sample_buckets(self) -> list[npt.NDArray[np.int64]]:
         """Seen samples by their latest loss against the last recompute's edges; unseen by metric.
 
         Before the first recompute of a phase every sample keeps its static-metric bucket.
@@ -285,12 +315,7 @@ class DynamicReweighter:
             seen = np.flatnonzero(np.isfinite(last))
             b[seen] = assign_buckets(last[seen], self.edges)
             buckets.append(b)
-        self._set_buckets(loader, buckets)
-
-    def _set_buckets(self, loader: PhaseLoader, buckets: list[npt.NDArray[np.int64]]) -> None:
-        for sampler, b in zip(loader.samplers, buckets, strict=True):
-            sampler.set_buckets(b)
-        self.buckets = buckets
+        return buckets
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a resume needs, as plain numpy arrays and ints.

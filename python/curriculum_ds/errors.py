@@ -15,6 +15,7 @@ __all__ = [
     "DataError",
     "ResumeError",
     "SamplingError",
+    "StepError",
 ]
 
 
@@ -44,3 +45,12 @@ class ResumeError(CurriculumError):
 
 class DataError(CurriculumError):
     """Input data is missing, unreadable or malformed (names the file and the problem)."""
+
+
+class StepError(CurriculumError):
+    """A training loop used a step out of order.
+
+    ``finish()`` before every micro-batch went backward, a micro-batch sent backward twice, a step
+    drawn before the previous one finished, a checkpoint taken mid-step, or iteration past the end
+    of the schedule.
+    """

@@ -68,6 +68,26 @@ class MicroBatch:
     labels: torch.Tensor
     positions: npt.NDArray[np.int64]
 
+    @property
+    def loss_mask(self) -> torch.Tensor:
+        """Where the shifted labels bear a loss: bool ``(micro_batch_size, seq_len - 1)``.
+
+        ``labels[:, 1:] != IGNORE_INDEX``, aligned with per-token losses (position t predicts
+        token t+1).
+        """
+        return self.labels[:, 1:] != IGNORE_INDEX
+
+    def to(self, device: torch.device | str) -> MicroBatch:
+        """The same micro-batch with its tensors on ``device`` (itself when already there)."""
+        if self.input_ids.device == torch.device(device):
+            return self
+        return MicroBatch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.labels.to(device),
+            self.positions,
+        )
+
 
 def collate(
     samples: Sequence[npt.NDArray[np.integer[Any]]], positions: npt.NDArray[np.int64]
@@ -164,6 +184,22 @@ class PhaseLoader:
             if len(slots):
                 batch[slots, 1] = self.samplers[stream].sample(probs, len(slots))
         return batch
+
+    def set_buckets(self, buckets: Sequence[npt.NDArray[np.int64]]) -> None:
+        """Give each stream's sampler a new bucket assignment (from the dynamic re-weighting).
+
+        Args:
+            buckets: per stream, int64 ``(num_samples,)`` bucket of every sample in
+                ``[0, num_buckets)``.
+
+        Raises:
+            ValueError: if the number of streams differs.
+            SamplingError: if an assignment has the wrong length or a bucket out of range.
+        """
+        if len(buckets) != len(self.samplers):
+            raise ValueError(f"{len(buckets)} bucket assignments for {len(self.samplers)} streams")
+        for sampler, b in zip(self.samplers, buckets, strict=True):
+            sampler.set_buckets(b)
 
     def batch_tokens(self, batch: npt.NDArray[np.int64]) -> int:
         """Non-padding input tokens of a global batch (after truncation to ``max_seq_len``)."""

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JsonlWriter", "read_jsonl", "truncate_jsonl"]
+__all__ = ["JsonlWriter", "RunLog", "read_jsonl", "truncate_jsonl"]
 
 
 class JsonlWriter:
@@ -60,3 +60,51 @@ def truncate_jsonl(path: Path, max_step: int) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+class RunLog:
+    """The run directory's JSONL files, written by global rank 0 of the reference loop.
+
+    ``metrics.jsonl`` (one row per optimizer step), ``curriculum_history.jsonl`` (one row per
+    weight recompute, when ``history``) and ``sample_trace.jsonl`` (one row per step, when
+    ``trace``). On a fresh start the files are emptied; on a resume they keep the rows up to the
+    checkpoint's step, so that they read as one uninterrupted run.
+
+    Args:
+        run_dir: the run directory (created if needed).
+        resumed_step: the step of the checkpoint resumed from, or None for a fresh start.
+        history: write ``curriculum_history.jsonl``.
+        trace: write ``sample_trace.jsonl``.
+    """
+
+    FILES = ("metrics.jsonl", "curriculum_history.jsonl", "sample_trace.jsonl")
+
+    def __init__(
+        self, run_dir: Path, *, resumed_step: int | None, history: bool, trace: bool
+    ) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for name in self.FILES:
+            truncate_jsonl(run_dir / name, resumed_step if resumed_step is not None else -1)
+        self.metrics = JsonlWriter(run_dir / "metrics.jsonl")
+        self.history = JsonlWriter(run_dir / "curriculum_history.jsonl") if history else None
+        self.trace = JsonlWriter(run_dir / "sample_trace.jsonl") if trace else None
+
+    def write(
+        self,
+        record: dict[str, Any],
+        *,
+        reweighting: dict[str, Any] | None = None,
+        trace: dict[str, Any] | None = None,
+    ) -> None:
+        """Append a step's metrics row, its history row (if it recomputed) and its trace row."""
+        self.metrics.write(record)
+        if self.trace is not None and trace is not None:
+            self.trace.write(trace)
+        if self.history is not None and reweighting is not None:
+            self.history.write(reweighting)
+
+    def close(self) -> None:
+        """Flush, fsync and close every file."""
+        for writer in (self.metrics, self.history, self.trace):
+            if writer is not None:
+                writer.close()

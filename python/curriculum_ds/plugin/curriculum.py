@@ -1,0 +1,396 @@
+"""The curriculum beside a DeepSpeed engine: phases, loaders, counters, re-weighting, checkpoints.
+
+Iterating a :class:`Curriculum` yields :class:`~curriculum_ds.plugin.step.Step` objects, one per
+optimizer step, until ``max_duration``. The curriculum owns everything a step needs between two
+optimizer steps: the phase schedule and its exact boundaries, the current phase's loader (built
+when the phase starts, closed when it ends), the dynamic re-weighting, the counters, and the
+checkpoint state (:class:`~curriculum_ds.state.CurriculumState`, in DeepSpeed's
+``client_state``). It holds no RNG: every global batch is a pure function of (seed, phase,
+counters), so every rank draws the same batch and takes its own slice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch.distributed as dist
+
+from curriculum_ds.checkpoint import read_curriculum_state
+from curriculum_ds.dynamic import DynamicReweighter
+from curriculum_ds.errors import ResumeError, StepError
+from curriculum_ds.loader import PhaseLoader
+from curriculum_ds.plugin.step import Step
+from curriculum_ds.resume_rules import check_resume
+from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
+from curriculum_ds.state import CurriculumState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    import numpy.typing as npt
+
+    from curriculum_ds.config import CurriculumConfig, RunConfig
+
+__all__ = ["Curriculum"]
+
+
+class Curriculum:
+    """The curriculum of one DeepSpeed engine: ``for step in curriculum`` until the schedule ends.
+
+    Build it with :func:`curriculum_ds.initialize` (which also builds the engine) or
+    :func:`curriculum_ds.attach` (for an engine you built yourself).
+
+    Attributes:
+        engine: the ``deepspeed.DeepSpeedEngine`` it trains.
+        run: the loaded config (``run.curriculum`` is the validated ``curriculum`` section,
+            ``run.ds_config`` the DeepSpeed part).
+        config: ``run.curriculum``.
+        schedule: the phase boundaries (:class:`~curriculum_ds.schedule.PhaseSchedule`).
+        dp_rank / dp_world_size: this rank and the number of data-parallel ranks.
+        micro_batch_size / gradient_accumulation_steps / global_batch_size: samples per
+            micro-batch per rank, micro-batches per step per rank, and samples per optimizer step
+            over all ranks.
+        dynamic: the re-weighting state, or None when ``dynamic.enabled`` is false.
+        global_step: optimizer steps finished (0 before the first; restored on resume).
+        consumed_tokens / consumed_samples: non-padding input tokens and samples consumed, global.
+        progress: cumulative progress in the schedule's unit (int tokens, or a Fraction of
+            passes for ``ep``).
+        num_skipped_steps: steps of this process without loss-bearing tokens.
+    """
+
+    def __init__(self, engine: Any, run: RunConfig) -> None:
+        self.engine = engine
+        self.run = run
+        self.config: CurriculumConfig = run.curriculum
+        self.schedule = PhaseSchedule(self.config)
+        initialized = dist.is_available() and dist.is_initialized()
+        self.dp_rank = dist.get_rank() if initialized else 0
+        self.dp_world_size = dist.get_world_size() if initialized else 1
+        self.micro_batch_size = run.micro_batch_size
+        self.gradient_accumulation_steps = run.gradient_accumulation_steps
+        self.global_batch_size = run.global_batch_size(self.dp_world_size)
+        self.dynamic = (
+            DynamicReweighter(self.config.dynamic, seed=self.config.seed)
+            if self.config.dynamic.enabled
+            else None
+        )
+        self.global_step = 0
+        self.consumed_tokens = 0
+        self.consumed_samples = 0
+        self.progress: Progress = 0 if self.schedule.unit == "tok" else Fraction(0)
+        self.num_skipped_steps = 0
+        self.resumed_from: Path | None = None
+        self._loader: PhaseLoader | None = None
+        # what the first phase loader built after a resume restores (then None)
+        self._pending_loader: dict[str, Any] | None = None
+        self._pending_dynamic: dict[str, Any] | None = None
+        self._step: Step | None = None  # drawn and not finished
+        self._exhausted = False
+        self._last_time: float | None = None
+
+    # ---------------------------------------------------------------------------- queries
+    @property
+    def phase_idx(self) -> int:
+        """The phase the next step draws from; ``num_phases`` once the schedule is done."""
+        return self.schedule.phase_at(self.progress)
+
+    @property
+    def is_done(self) -> bool:
+        """True once ``max_duration`` is reached (iteration then stops)."""
+        return self.schedule.is_done(self.progress)
+
+    @property
+    def loader(self) -> PhaseLoader | None:
+        """The current phase's loader (None before the first step and after the end)."""
+        return self._loader
+
+    # -------------------------------------------------------------------------- iteration
+    def __iter__(self) -> Iterator[Step]:
+        return self
+
+    def __next__(self) -> Step:
+        """Draw the next optimizer step (collective: every rank draws the same global batch).
+
+        Raises:
+            StopIteration: the schedule has just ended (``max_duration`` reached).
+            StepError: the previous step was not finished, or the schedule had already ended
+                and the iteration goes on.
+        """
+        if self._step is not None and not self._step.finished:
+            raise StepError(
+                f"step {self._step.global_step} was not finished: call step.finish() before "
+                "drawing the next step"
+            )
+        if self.is_done:
+            self._close_loader()
+            if self._exhausted:
+                raise StepError(
+                    f"the schedule is complete (max_duration {self.config.max_duration} reached "
+                    f"at step {self.global_step}): nothing left to iterate"
+                )
+            self._exhausted = True
+            raise StopIteration
+        loader = self._phase_loader()
+        probs = self.dynamic.probs if self.dynamic is not None else None
+        batch = loader.next_global_batch(self.global_batch_size, probs)
+        micro_batches = loader.micro_batches(
+            batch,
+            dp_rank=self.dp_rank,
+            dp_world_size=self.dp_world_size,
+            micro_batch_size=self.micro_batch_size,
+        )
+        if self._last_time is None:
+            self._last_time = time.perf_counter()
+        self._step = Step(
+            self,
+            global_step=self.global_step + 1,
+            phase_idx=loader.phase_idx,
+            phase_name=loader.phase.name,
+            samples=batch,
+            micro_batches=micro_batches,
+            step_tokens=loader.batch_tokens(batch),
+            stream_names=loader.stream_names,
+        )
+        return self._step
+
+    def _phase_loader(self) -> PhaseLoader:
+        """The loader of the phase in progress: the exact swap at a boundary happens here."""
+        phase_idx = self.phase_idx
+        if self._loader is not None and self._loader.phase_idx == phase_idx:
+            return self._loader
+        self._close_loader()
+        num_buckets = self.dynamic.num_buckets if self.dynamic is not None else 1
+        loader = PhaseLoader(
+            self.config.schedule[phase_idx],
+            phase_idx,
+            seed=self.config.seed,
+            num_buckets=num_buckets,
+        )
+        if self.dynamic is not None:
+            loader.set_buckets(self.dynamic.start_phase(loader, self._pending_dynamic))
+        saved = self._pending_loader
+        if saved is not None and saved["phase_idx"] == phase_idx:
+            loader.load_state_dict(saved)
+        self._pending_loader = self._pending_dynamic = None
+        self._loader = loader
+        return loader
+
+    def _close_loader(self) -> None:
+        if self._loader is not None:
+            self._loader.close()
+            self._loader = None
+
+    def close(self) -> None:
+        """Release the current phase's streams (their shared memory). Safe to call twice."""
+        self._close_loader()
+
+    def _complete_step(
+        self, step: Step, result: dict[str, Any], sample_losses: npt.NDArray[np.float64] | None
+    ) -> dict[str, Any]:
+        """Called by :meth:`Step.finish`: advance the counters, re-weight, build the record."""
+        loader = self._loader
+        assert loader is not None  # a step in flight has its loader
+        num_samples = len(step.samples)
+        self.global_step = step.global_step
+        self.consumed_tokens += step.step_tokens
+        self.consumed_samples += num_samples
+        if self.schedule.unit == "tok":
+            self.progress += step.step_tokens
+        else:
+            self.progress += Fraction(num_samples, loader.samples_per_pass)
+        self.num_skipped_steps += int(result["skipped"])
+        if self.dynamic is not None and sample_losses is not None:
+            self.dynamic.observe(step.samples, sample_losses)
+            update = self.dynamic.maybe_recompute(self.global_step)
+            if update is not None:
+                if update.buckets is not None:
+                    loader.set_buckets(update.buckets)
+                step.reweighting = {
+                    "step": self.global_step,
+                    "phase": step.phase_idx,
+                    "phase_name": step.phase_name,
+                    **update.record,
+                }
+        now = time.perf_counter()
+        elapsed = now - (self._last_time if self._last_time is not None else now)
+        self._last_time = now
+        return {
+            "step": self.global_step,
+            "phase": step.phase_idx,
+            "phase_name": step.phase_name,
+            "tokens": self.consumed_tokens,
+            "samples": self.consumed_samples,
+            "progress": str(self.progress),
+            **{k: result[k] for k in ("loss", "token_loss", "valid_tokens")},
+            "step_tokens": step.step_tokens,
+            "skipped": result["skipped"],
+            "step_applied": result["step_applied"],
+            "lr": float(self.engine.get_lr()[0]),
+            "tokens_per_s": round(step.step_tokens / max(elapsed, 1e-9), 1),
+            "phase_epochs": round(loader.epochs_done(), 6),
+        }
+
+    # ------------------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The curriculum's checkpoint state (:meth:`CurriculumState.to_dict` form).
+
+        Plain ints/strings/lists plus numpy arrays for the re-weighting window; put it in
+        DeepSpeed's ``client_state`` (``save_checkpoint`` does) or anywhere ``torch.save`` goes.
+
+        Raises:
+            StepError: a step is in flight (drawn, not finished).
+        """
+        self._check_between_steps("state_dict")
+        loader = self._loader
+        return CurriculumState.at(
+            self.config,
+            self.progress,
+            global_step=self.global_step,
+            consumed_tokens=self.consumed_tokens,
+            consumed_samples=self.consumed_samples,
+            loader=loader.state_dict() if loader is not None else self._pending_loader,
+            dynamic=(
+                None
+                if self.dynamic is None
+                else (self._pending_dynamic or self.dynamic.state_dict())
+            ),
+        ).to_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any] | CurriculumState) -> list[str]:
+        """Continue from a saved state under this (possibly edited) schedule.
+
+        Applies the resume rules (:func:`curriculum_ds.resume_rules.check_resume`): completed
+        phases frozen, the current phase's data frozen and its duration at least what it
+        consumed, later phases free. The continuation draws the same samples as the
+        uninterrupted run would have.
+
+        Args:
+            state: what :meth:`state_dict` returned (read back from a checkpoint).
+
+        Returns:
+            Notes on accepted edits (e.g. a phase appended), one line each.
+
+        Raises:
+            ResumeError: one line naming the phase and field of the first forbidden change, or
+                what is wrong with the saved state. Nothing changes then.
+            StepError: a step is in flight.
+        """
+        self._check_between_steps("load_state_dict")
+        plan = check_resume(self.config, state)
+        saved = CurriculumState.from_dict(state)
+        self._close_loader()
+        self.global_step = plan.global_step
+        self.consumed_tokens = plan.consumed_tokens
+        self.consumed_samples = plan.consumed_samples
+        self.progress = plan.progress
+        self._pending_loader = None if plan.is_new_phase else saved.loader
+        # the first phase started after a resume gets the saved re-weighting state: all of it
+        # inside that phase, the probabilities alone on a boundary (DynamicReweighter)
+        self._pending_dynamic = saved.dynamic
+        self._exhausted = False
+        return list(plan.notes)
+
+    def _check_between_steps(self, what: str) -> None:
+        if self._step is not None and not self._step.finished:
+            raise StepError(
+                f"{what} during step {self._step.global_step}: call step.finish() first"
+            )
+
+    # ------------------------------------------------------------------------ checkpoints
+    def save_checkpoint(
+        self, save_dir: str | os.PathLike[str], *, client_state: dict[str, Any] | None = None
+    ) -> Path:
+        """A DeepSpeed checkpoint ``save_dir/global_step<N>``, then ``latest`` moved to it.
+
+        Collective. The curriculum state goes in ``client_state["curriculum"]`` beside the
+        user's own ``client_state``. ``latest`` is written last and atomically (a temporary file
+        renamed over it) once every rank's files are on disk, so a kill at any moment leaves the
+        previous ``latest`` valid.
+
+        Args:
+            save_dir: the checkpoints folder (``RUN_DIR/checkpoints`` in the reference loop).
+            client_state: more entries for DeepSpeed's ``client_state`` (not ``curriculum``).
+
+        Returns:
+            The tag folder written.
+
+        Raises:
+            StepError: a step is in flight (nothing is written).
+        """
+        self._check_between_steps("save_checkpoint")
+        save_dir = Path(save_dir)
+        tag = f"global_step{self.global_step}"
+        state = {**(client_state or {}), "curriculum": self.state_dict()}
+        self.engine.save_checkpoint(str(save_dir), tag=tag, save_latest=False, client_state=state)
+        self._publish_latest(save_dir, tag)
+        return save_dir / tag
+
+    def _publish_latest(self, save_dir: Path, tag: str) -> None:
+        """Move ``latest`` to ``tag`` once every rank has written its shards."""
+        if dist.is_initialized():
+            dist.barrier()
+        if self.dp_rank == 0:
+            tmp = save_dir / "latest.tmp"
+            tmp.write_text(tag)
+            os.replace(tmp, save_dir / "latest")
+        if dist.is_initialized():
+            dist.barrier()
+
+    def load_checkpoint(
+        self, load_dir: str | os.PathLike[str], *, tag: str | None = None
+    ) -> Path | None:
+        """Load engine and curriculum from a checkpoint; a no-op when there is none.
+
+        The resume rules are checked against the checkpoint's curriculum state before DeepSpeed
+        loads anything, so a refused resume leaves the engine untouched. A DeepSpeed checkpoint
+        without curriculum state starts the schedule at its first phase and keeps the engine's
+        step count.
+
+        Args:
+            load_dir: a checkpoints folder (with ``latest``) or one tag folder.
+            tag: the tag to load; default: what ``latest`` names.
+
+        Returns:
+            The tag folder loaded, or None when ``load_dir`` holds no checkpoint (no ``latest``
+            and no tag files): a fresh start.
+
+        Raises:
+            ResumeError: the resume rules refuse the checkpoint (names the phase and field), its
+                files cannot be read, or DeepSpeed cannot load it.
+            StepError: a step is in flight.
+        """
+        from curriculum_ds.checkpoint import locate_checkpoint
+
+        self._check_between_steps("load_checkpoint")
+        load_dir = Path(load_dir)
+        if tag is None:
+            if not (load_dir / "latest").is_file() and not any(load_dir.glob("*model_states.pt")):
+                return None
+            load_dir, tag = locate_checkpoint(load_dir)
+        _, saved = read_curriculum_state(load_dir / tag)
+        if saved is not None:
+            check_resume(self.config, saved)  # refuse before the engine changes
+        load_path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag)
+        if load_path is None:
+            raise ResumeError(f"{load_dir / tag}: DeepSpeed could not load this checkpoint")
+        saved = (client_state or {}).get("curriculum")
+        if saved is None:
+            # a DeepSpeed run without curriculum: start the schedule, keep its step count
+            self._close_loader()
+            self.global_step = int(self.engine.global_steps)
+        else:
+            self.load_state_dict(saved)
+        self.resumed_from = load_dir / tag
+        return self.resumed_from
+
+    def __repr__(self) -> str:
+        return (
+            f"Curriculum(step={self.global_step}, phase={self.phase_idx}/"
+            f"{self.schedule.num_phases}, progress={progress_to_str(self.progress)}"
+            f"{self.schedule.unit}, global_batch_size={self.global_batch_size})"
+        )

@@ -1,0 +1,333 @@
+"""One optimizer step of the curriculum: this rank's micro-batches and the token-weighted backward.
+
+A :class:`Step` is what iterating a :class:`~curriculum_ds.Curriculum` yields. Its micro-batches
+are this rank's contiguous slice of the step's global batch, already on the engine's device. The
+step's loss-bearing tokens (shifted labels ≠ -100) are counted over every micro-batch and every
+rank with one all-reduce when the step is drawn, so each :meth:`Step.backward` can divide by the
+global count at once (torchtitan's ``global_valid_tokens``); :func:`curriculum_ds.loss.
+scale_micro_batch_loss` is the one place that owns the scaling.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+from curriculum_ds.errors import StepError
+from curriculum_ds.loss import (
+    IGNORE_INDEX,
+    engine_grad_divisor,
+    per_sample_token_losses,
+    scale_micro_batch_loss,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from curriculum_ds.loader import MicroBatch
+    from curriculum_ds.plugin.curriculum import Curriculum
+
+__all__ = ["Step"]
+
+
+class Step:
+    """One optimizer step: draw → every micro-batch ``backward`` → :meth:`finish`.
+
+    Built by the curriculum, never by the user. Every rank holds the same global batch and the
+    same counts; each runs its own micro-batches.
+
+    Attributes:
+        global_step: the number this step gets once finished (1-based, global).
+        phase_idx: index of the phase the step's samples come from.
+        phase_name: that phase's ``name``.
+        samples: the global batch, int64 ``(global_batch_size, 2)`` of ``(stream_idx,
+            sample_idx)`` in global order (the same on every rank).
+        micro_batches: this rank's ``gradient_accumulation_steps`` micro-batches, each
+            ``micro_batch_size`` samples, tensors on the engine's device.
+        step_tokens: non-padding input tokens of the global batch (all ranks): what ``tok``
+            durations count.
+        global_valid_tokens: loss-bearing tokens of the global batch (all ranks, all
+            micro-batches): the normaliser of the token-weighted loss.
+        skipped: True when ``global_valid_tokens == 0``: no micro-batch on any rank bears a loss,
+            so ``backward`` only records and the model is not updated (the samples still count).
+        reweighting: after :meth:`finish`, the dynamic re-weighting's history record when this
+            step recomputed the bucket weights (``curriculum_history.jsonl`` fields), else None.
+    """
+
+    def __init__(
+        self,
+        curriculum: Curriculum,
+        *,
+        global_step: int,
+        phase_idx: int,
+        phase_name: str,
+        samples: npt.NDArray[np.int64],
+        micro_batches: list[MicroBatch],
+        step_tokens: int,
+        stream_names: list[str],
+    ) -> None:
+        self._curriculum = curriculum
+        self.global_step = global_step
+        self.phase_idx = phase_idx
+        self.phase_name = phase_name
+        self.samples = samples
+        self.stream_names = stream_names
+        self.step_tokens = step_tokens
+        engine = curriculum.engine
+        self._device = engine.device
+        self.micro_batches = [mb.to(self._device) for mb in micro_batches]
+        self._mode = curriculum.config.loss_weighting
+        self._dp_world_size = curriculum.dp_world_size
+        # Loss-bearing tokens of the whole step, counted before any forward (labels are known):
+        # one all-reduce per step over the data-parallel group.
+        local = torch.zeros((), dtype=torch.int64, device=self._device)
+        for mb in self.micro_batches:
+            local += mb.loss_mask.sum()
+        if dist.is_initialized():
+            dist.all_reduce(local)
+        self._global_valid = local
+        self.global_valid_tokens = int(local.item())  # one host sync per step: decides a skip
+        self.skipped = self.global_valid_tokens == 0
+        # what DeepSpeed divides the summed gradients by (dp_world_size but for config corners)
+        self._grad_divisor = engine_grad_divisor(engine, dp_world_size=self._dp_world_size)
+        per_rank = len(samples) // self._dp_world_size
+        # each of this rank's samples' mean token loss (nats); NaN without loss-bearing tokens
+        self._sample_losses = torch.full(
+            (per_rank,), float("nan"), dtype=torch.float64, device=self._device
+        )
+        # [sum of token losses (nats), sum of micro-batch mean losses / GAS] of this rank
+        self._stats = torch.zeros(2, dtype=torch.float64, device=self._device)
+        self._done = [False] * len(self.micro_batches)
+        self._finished = False
+        self.reweighting: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------------------ backward
+    def backward(
+        self, logits: Any, mb: MicroBatch, *, aux_loss: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Token-weighted backward of one micro-batch from its logits, then ``engine.step()``.
+
+        Computes next-token cross-entropy against ``mb.labels`` (shifted inside: position t
+        predicts token t+1) and backpropagates ``sum of the micro-batch's token losses ×
+        dp_world_size / global_valid_tokens`` with DeepSpeed's 1/GAS off, so that after the
+        step's last micro-batch the optimizer sees the mean over every loss-bearing token of the
+        step, on every rank (``curriculum_ds.loss.scale_micro_batch_loss``).
+
+        Args:
+            logits: the model's output for ``mb.input_ids``: a float tensor ``(micro_batch_size,
+                seq_len, vocab)`` (any float dtype; the loss is computed in fp32), or an object
+                with ``.logits`` (HF ``CausalLMOutput``).
+            mb: one of :attr:`micro_batches`, each sent backward exactly once.
+            aux_loss: an optional scalar auxiliary term of this micro-batch (e.g. an MoE
+                load-balancing loss, already multiplied by its coefficient). The optimizer sees
+                the mean of ``aux_loss`` over every micro-batch of the step on every rank, added
+                to the token-mean loss: it is backpropagated × ``dp_world_size / (GAS ×
+                dp_world_size)`` = 1/GAS, DeepSpeed's usual micro-batch scaling.
+
+        Returns:
+            The micro-batch's token-mean loss (nats), a detached fp32 scalar (NaN when it has no
+            loss-bearing token). For logging; it is not what was backpropagated.
+
+        Raises:
+            StepError: ``mb`` is not a micro-batch of this step, was already sent backward, or
+                the step is finished.
+            ValueError: ``logits`` is not ``(micro_batch_size, seq_len, vocab)`` for ``mb``.
+        """
+        mb_idx = self._claim(mb)
+        tensor = logits.logits if hasattr(logits, "logits") else logits
+        if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape[:2]) != tuple(
+            mb.labels.shape
+        ):
+            shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor)
+            raise ValueError(
+                f"step.backward: logits must be (batch, seq_len, vocab) = "
+                f"({mb.labels.shape[0]}, {mb.labels.shape[1]}, vocab) for this micro-batch, "
+                f"got {shape}"
+            )
+        loss_sums, num_valid = per_sample_token_losses(tensor, mb.labels)
+        return self._backward(mb_idx, loss_sums, num_valid, aux_loss)
+
+    def backward_token_losses(
+        self,
+        token_losses: torch.Tensor,
+        loss_mask: torch.Tensor,
+        mb: MicroBatch,
+        *,
+        aux_loss: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Token-weighted backward of per-token losses the user computed, then ``engine.step()``.
+
+        For a custom head, label smoothing, a z-loss: anything that gives one loss per token.
+
+        The scaling is that of :meth:`backward`: ``sum(token_losses[loss_mask]) ×
+        dp_world_size / global_valid_tokens``. The normaliser was counted from the labels when
+        the step was drawn, so the mask must be the micro-batch's own :attr:`MicroBatch.
+        loss_mask` (to leave tokens out of the loss, e.g. a prompt, set their labels to
+        ``IGNORE_INDEX`` in the data). Positions outside the mask are ignored, even if NaN.
+
+        Args:
+            token_losses: float ``(micro_batch_size, seq_len - 1)``, the loss (nats) of
+                predicting token t+1 at position t, aligned with ``mb.labels[:, 1:]``.
+            loss_mask: bool (or 0/1) ``(micro_batch_size, seq_len - 1)``, equal to
+                ``mb.loss_mask``.
+            mb: one of :attr:`micro_batches`, each sent backward exactly once.
+            aux_loss: as in :meth:`backward`.
+
+        Returns:
+            The micro-batch's token-mean loss (nats), detached fp32 (NaN without loss tokens).
+
+        Raises:
+            StepError: ``mb`` is not a micro-batch of this step, was already sent backward, the
+                step is finished, or ``loss_mask`` selects other tokens than ``mb.loss_mask``.
+            ValueError: a shape is not ``(micro_batch_size, seq_len - 1)``.
+        """
+        expected = tuple(mb.loss_mask.shape)
+        for name, t in (("token_losses", token_losses), ("loss_mask", loss_mask)):
+            if tuple(t.shape) != expected:
+                raise ValueError(
+                    f"step.backward_token_losses: {name} must be (batch, seq_len - 1) = "
+                    f"{expected} for this micro-batch, got {tuple(t.shape)}"
+                )
+        mask = loss_mask.to(device=mb.loss_mask.device, dtype=torch.bool)
+        if not torch.equal(mask, mb.loss_mask):
+            raise StepError(
+                f"step {self.global_step}: loss_mask selects "
+                f"{int(mask.sum())} tokens where the labels bear {int(mb.loss_mask.sum())}; the "
+                "normaliser was counted from the labels, so mask tokens out by setting their "
+                f"labels to {IGNORE_INDEX}"
+            )
+        mb_idx = self._claim(mb)
+        masked = torch.where(mask, token_losses.float(), torch.zeros((), device=mask.device))
+        return self._backward(mb_idx, masked.sum(dim=1), mask.sum(dim=1), aux_loss)
+
+    def _claim(self, mb: MicroBatch) -> int:
+        if self._finished:
+            raise StepError(f"step {self.global_step} is finished: draw the next step")
+        for idx, candidate in enumerate(self.micro_batches):
+            if candidate is mb:
+                if self._done[idx]:
+                    raise StepError(
+                        f"step {self.global_step}: micro-batch {idx} was already sent backward"
+                    )
+                return idx
+        raise StepError(
+            f"step {self.global_step}: that micro-batch is not one of this step's "
+            f"{len(self.micro_batches)} (use step.micro_batches)"
+        )
+
+    def _backward(
+        self,
+        mb_idx: int,
+        loss_sums: torch.Tensor,
+        num_valid: torch.Tensor,
+        aux_loss: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """Scale, backpropagate, step the engine, and keep the statistics of the micro-batch."""
+        engine = self._curriculum.engine
+        num_micro_batches = len(self.micro_batches)
+        loss_sum, count = loss_sums.sum(), num_valid.sum()
+        if not self.skipped:
+            loss = scale_micro_batch_loss(
+                loss_sum,
+                count,
+                mode=self._mode,
+                global_valid_tokens=self._global_valid,
+                dp_world_size=self._dp_world_size,
+                grad_divisor=self._grad_divisor,
+            )
+            if aux_loss is not None:
+                # the optimizer sees the mean of aux over all micro-batches and ranks: DeepSpeed
+                # divides by grad_divisor (= dp_world_size) and, in sample mode, by GAS itself
+                aux_scale = (
+                    self._grad_divisor / (num_micro_batches * self._dp_world_size)
+                    if self._mode == "token"
+                    else 1.0
+                )
+                loss = loss + aux_loss * aux_scale
+            # token mode: our factor is the whole normalisation, so DeepSpeed's 1/GAS is off
+            engine.backward(loss, scale_wrt_gas=(self._mode == "sample"))
+            engine.step()
+        self._done[mb_idx] = True
+        with torch.no_grad():
+            lo = mb_idx * len(num_valid)
+            self._sample_losses[lo : lo + len(num_valid)] = torch.where(
+                num_valid > 0, loss_sums.double() / num_valid.clamp(min=1), float("nan")
+            )
+            self._stats[0] += loss_sum.double()
+            self._stats[1] += (loss_sum / count.clamp(min=1)).double() / num_micro_batches
+            return (loss_sum / count).detach().float()
+
+    # -------------------------------------------------------------------------------- finish
+    def finish(self) -> dict[str, Any]:
+        """End the step: global loss, counters, dynamic weights, exact phase boundary.
+
+        Collective: every rank calls it once, after every one of its micro-batches went
+        backward. The phase swap itself happens when the next step is drawn.
+
+        Returns:
+            The ``metrics.jsonl`` row: ``step``, ``phase``, ``phase_name``, ``tokens``
+            (cumulative non-padding input tokens, global), ``samples`` (cumulative, global),
+            ``progress`` (exact text in the schedule's unit), ``loss`` (what the optimizer saw,
+            nats; None when skipped), ``token_loss``, ``valid_tokens``, ``step_tokens``,
+            ``skipped``, ``step_applied`` (False also for a fp16 overflow step DeepSpeed did not
+            apply), ``lr``, ``tokens_per_s`` and ``phase_epochs``. The same on every rank.
+
+        Raises:
+            StepError: a micro-batch has not gone backward, or the step is already finished
+                (nothing is written, no counter moves).
+        """
+        if self._finished:
+            raise StepError(f"step {self.global_step} is already finished")
+        missing = [i for i, done in enumerate(self._done) if not done]
+        if missing:
+            raise StepError(
+                f"step {self.global_step}: finish() before micro-batch(es) "
+                f"{', '.join(map(str, missing))} of {len(self._done)} went backward"
+            )
+        if dist.is_initialized():
+            dist.all_reduce(self._stats)
+        num_valid = self.global_valid_tokens
+        token_loss = float(self._stats[0]) / num_valid if num_valid else None
+        sample_loss = float(self._stats[1]) / self._dp_world_size
+        gathered = None
+        if self._curriculum.dynamic is not None:
+            # one collective: every rank gets the step's per-sample losses, in global order
+            if dist.is_initialized() and self._dp_world_size > 1:
+                parts = [torch.empty_like(self._sample_losses) for _ in range(self._dp_world_size)]
+                dist.all_gather(parts, self._sample_losses)
+                gathered = torch.cat(parts).cpu().numpy()
+            else:
+                gathered = self._sample_losses.cpu().numpy()
+        self._finished = True
+        engine = self._curriculum.engine
+        result = {
+            "loss": None
+            if self.skipped
+            else (token_loss if self._mode == "token" else sample_loss),
+            "token_loss": token_loss,
+            "valid_tokens": num_valid,
+            "skipped": self.skipped,
+            "step_applied": (not self.skipped) and bool(engine.was_step_applied()),
+        }
+        return self._curriculum._complete_step(self, result, gathered)
+
+    @property
+    def finished(self) -> bool:
+        """Whether :meth:`finish` has run."""
+        return self._finished
+
+    def trace_record(self) -> dict[str, Any]:
+        """The ``sample_trace.jsonl`` row of this step.
+
+        ``step``, ``phase``, and ``samples``: the global batch as ``[stream name, sample_index]``
+        pairs, in order.
+        """
+        names = self.stream_names
+        return {
+            "step": self.global_step,
+            "phase": self.phase_idx,
+            "samples": [[names[s], int(i)] for s, i in self.samples],
+        }

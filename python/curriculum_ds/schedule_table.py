@@ -1,0 +1,113 @@
+"""The schedule as a table, for ``curriculum-ds validate``: phases, datamixes, estimated steps.
+
+Reads the streams' recorded metadata (token counts per sample) to estimate optimizer steps per
+phase; never fails on unreadable data (it shows ``?``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from curriculum_ds.config import read_stream_info_checked
+from curriculum_ds.schedule import PhaseSchedule, duration_str
+
+if TYPE_CHECKING:
+    from curriculum_ds.config import RunConfig
+
+__all__ = ["describe_schedule"]
+
+
+def _mean_tokens(info: Any, max_seq_len: int) -> float | None:
+    metrics = getattr(info, "metrics", None)
+    if not isinstance(metrics, Mapping) or "num_tokens" not in metrics:
+        return None
+    values = metrics["num_tokens"]
+    try:
+        arr = np.minimum(np.asarray(values, dtype=np.float64), max_seq_len)
+        return float(arr.mean()) if arr.size else None
+    except (TypeError, ValueError):
+        return None
+
+
+def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
+    """A readable table of the schedule, for ``curriculum-ds validate``.
+
+    Columns: phase index, name, duration, cumulative end, datamix (``stream: proportion``),
+    max_seq_len and estimated optimizer steps. Steps: for ``tok``, duration / (global batch size ×
+    mean of ``min(num_tokens, max_seq_len)`` over the mix, weighted by proportion); for ``ep``,
+    duration × epoch size / global batch size. Shows ``?`` where a stream's info cannot be read.
+
+    Args:
+        run: the loaded config.
+        dp_world_size: data-parallel ranks, for the global batch size.
+
+    Raises:
+        ConfigError: the batch-size keys are inconsistent for ``dp_world_size``.
+    """
+    cfg = run.curriculum
+    schedule = PhaseSchedule(cfg)
+    gbs = run.global_batch_size(dp_world_size)
+    infos: dict[str, Any] = {}
+
+    def info(local: str) -> Any:
+        if local not in infos:
+            try:
+                infos[local] = read_stream_info_checked(local)
+            except Exception:  # describing must not fail on unreadable data
+                infos[local] = None
+        return infos[local]
+
+    rows = [("phase", "name", "duration", "ends at", "datamix", "max_seq_len", "~steps")]
+    total_steps: int | None = 0
+    for k, phase in enumerate(cfg.schedule):
+        loader = phase.train_loader
+        psum = sum(s.proportion for s in loader.streams)
+        mix = ", ".join(f"{s.name}: {s.proportion / psum:.3g}" for s in loader.streams)
+        steps: int | None = None
+        if schedule.unit == "tok":
+            means = [_mean_tokens(info(s.local), loader.max_seq_len) for s in loader.streams]
+            known = [m for m in means if m is not None]
+            if len(known) == len(means):
+                weighted = zip(loader.streams, known, strict=True)
+                mean = sum(s.proportion * m for s, m in weighted) / psum
+                if mean > 0:
+                    steps = math.ceil(phase.duration.value / (gbs * mean))
+        else:
+            epoch_size = loader.epoch_size
+            if epoch_size is None:
+                counts = [getattr(info(s.local), "num_samples", None) for s in loader.streams]
+                if all(isinstance(c, int) for c in counts):
+                    epoch_size = sum(counts)  # type: ignore[arg-type]
+            if epoch_size is not None:
+                steps = math.ceil(phase.duration.value * epoch_size / gbs)
+        if steps is None or total_steps is None:
+            total_steps = None
+        else:
+            total_steps += steps
+        rows.append(
+            (
+                str(k),
+                phase.name,
+                str(phase.duration),
+                duration_str(schedule.unit, schedule.ends[k]),
+                mix,
+                str(loader.max_seq_len),
+                "?" if steps is None else str(steps),
+            )
+        )
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    footer = (
+        f"max_duration {cfg.max_duration}, {schedule.num_phases} phase(s), global batch {gbs} "
+        f"samples (dp_world_size {dp_world_size}), ~{'?' if total_steps is None else total_steps} "
+        f"optimizer steps, loss_weighting {cfg.loss_weighting}, seed {cfg.seed}, dynamic "
+        f"{'on' if cfg.dynamic.enabled else 'off'}"
+    )
+    return "\n".join([*lines, footer])

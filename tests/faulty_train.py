@@ -1,0 +1,108 @@
+"""The reference loop with fault injection and a state dump, for the integration tests only.
+
+Run by the launcher as ``--module faulty_train`` (tests/ on PYTHONPATH) with the arguments of
+``curriculum_ds.train`` plus:
+
+* ``--kill-after-step N``: SIGKILL every rank once step N is finished and logged, before its
+  checkpoint (if any) is written: at the next ``save_checkpoint`` or the next draw.
+* ``--kill-during-save N``: SIGKILL every rank after DeepSpeed wrote the tag of step N, before
+  ``latest`` moves to it.
+* ``--dump-state DIR``: when the run ends, write the full parameters (gathered under ZeRO-3) to
+  ``DIR/params.pt`` and each rank's dynamic re-weighting state to ``DIR/rank{r}_dynamic.pt``.
+
+The product loop has none of these: they are installed here by wrapping public methods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import curriculum_ds.plugin as plugin
+from curriculum_ds import train
+from curriculum_ds.plugin import Curriculum
+
+_captured: dict[str, Any] = {}
+
+
+def _kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install(kill_after_step: int | None, kill_during_save: int | None) -> None:
+    initialize = plugin.initialize
+
+    def capturing_initialize(**kwargs: Any) -> Any:
+        engine, curriculum = initialize(**kwargs)
+        _captured.update(engine=engine, curriculum=curriculum)
+        return engine, curriculum
+
+    plugin.initialize = capturing_initialize  # curriculum_ds.initialize resolves to it
+
+    if kill_after_step is not None:
+        save, draw = Curriculum.save_checkpoint, Curriculum.__next__
+
+        def save_checkpoint(self: Curriculum, *args: Any, **kwargs: Any) -> Any:
+            if self.global_step == kill_after_step:
+                _kill()
+            return save(self, *args, **kwargs)
+
+        def next_step(self: Curriculum) -> Any:
+            if self.global_step == kill_after_step:
+                _kill()
+            return draw(self)
+
+        Curriculum.save_checkpoint = save_checkpoint  # type: ignore[method-assign]
+        Curriculum.__next__ = next_step  # type: ignore[method-assign]
+
+    if kill_during_save is not None:
+        publish = Curriculum._publish_latest
+
+        def publish_latest(self: Curriculum, save_dir: Path, tag: str) -> None:
+            if tag == f"global_step{kill_during_save}":
+                _kill()  # the tag exists but `latest` never points at it
+            publish(self, save_dir, tag)
+
+        Curriculum._publish_latest = publish_latest  # type: ignore[method-assign]
+
+
+def dump_state(out: Path) -> None:
+    import deepspeed
+    import torch
+    import torch.distributed as dist
+
+    engine, curriculum = _captured["engine"], _captured["curriculum"]
+    out.mkdir(parents=True, exist_ok=True)
+    named = list(engine.module.named_parameters())
+    zero3 = engine.zero_optimization_stage() == 3
+    with deepspeed.zero.GatheredParameters([p for _, p in named], enabled=zero3):
+        if dist.get_rank() == 0:
+            torch.save({n: p.detach().float().cpu().clone() for n, p in named}, out / "params.pt")
+    if curriculum.dynamic is not None:
+        dynamic = curriculum.dynamic
+        torch.save(
+            dynamic.state_dict() | {"window_values": dynamic.window.values()},
+            out / f"rank{dist.get_rank()}_dynamic.pt",
+        )
+    dist.barrier()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--kill-after-step", type=int)
+    p.add_argument("--kill-during-save", type=int)
+    p.add_argument("--dump-state", type=Path)
+    faults, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
+    install(faults.kill_after_step, faults.kill_during_save)
+    code = train.main(rest)
+    if code == 0 and faults.dump_state is not None:
+        dump_state(faults.dump_state)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
