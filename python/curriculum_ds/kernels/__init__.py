@@ -1,0 +1,31 @@
+"""Typed wrappers over the Rust kernels: exact percentile bucketing, the rolling window, samplers.
+
+Each wrapper normalises dtype and contiguity once (``np.ascontiguousarray``) and calls the native
+module ``curriculum_ds._native``, which borrows the array without copying and runs with the GIL
+released. Errors are the classes of :mod:`curriculum_ds.errors` (a
+:class:`~curriculum_ds.errors.BucketingError` or :class:`~curriculum_ds.errors.SamplingError`),
+``TypeError`` for a wrong dtype and ``ValueError`` for a bad argument.
+
+Determinism: every random output is a pure function of the explicit ``seed`` and counters
+(xoshiro256++ streams from ``rand_xoshiro`` 0.8.2, derived by a fixed SplitMix64 mixing; see
+``rust/src/rng.rs``). No process-global RNG (``random``, ``np.random``, ``torch``) is read or
+advanced, and no result depends on a thread count (the kernels are single-threaded).
+"""
+
+from curriculum_ds.kernels.bucketing import RollingWindow, assign_buckets, bucket_edges
+from curriculum_ds.kernels.sampling import (
+    BucketSampler,
+    WeightedSampler,
+    epoch_permutation,
+    sample_without_replacement,
+)
+
+__all__ = [
+    "BucketSampler",
+    "RollingWindow",
+    "WeightedSampler",
+    "assign_buckets",
+    "bucket_edges",
+    "epoch_permutation",
+    "sample_without_replacement",
+]
