@@ -22,7 +22,7 @@ from helpers import make_dataset, one_error_line, ragged_docs, write_ds_config
 
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import parse_curriculum
-from curriculum_ds.schedule import saved_curriculum
+from curriculum_ds.state import CurriculumState
 
 
 @pytest.fixture(scope="module")
@@ -176,13 +176,13 @@ def _fake_checkpoint(
     tag.mkdir(parents=True)
     state: dict[str, Any] = {"global_steps": step}
     if curriculum is not None:
-        state["curriculum"] = saved_curriculum(
+        state["curriculum"] = CurriculumState.at(
             parse_curriculum(curriculum),
             progress,
             global_step=step,
             consumed_tokens=progress,
             consumed_samples=8 * step,
-        )
+        ).to_dict()
     torch.save(state, tag / "mp_rank_00_model_states.pt")
     (root / "latest").write_text(tag.name)
     return root
