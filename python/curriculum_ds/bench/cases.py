@@ -1,18 +1,11 @@
-"""Side-by-side benchmarks of the Rust kernels and their numpy / torch counterparts.
+"""The benchmark cases: each implementation on the same data, timed side by side.
 
-Every case runs each implementation on the same data in the same process, one thread
-(``torch.set_num_threads(1)``; the Rust kernels are single-threaded), and reports the median,
-min and max wall time of ``repeats`` calls after one warm-up call, the time per element, and the
-ratio ``other median / curriculum_ds median`` (above 1: ``curriculum_ds`` is faster).
-
-Data: window and queries are independent float32 lognormal(0, 1) draws of size ``N = M``;
-weights are float64 U(0.01, 1.01); all from ``np.random.default_rng`` with fixed seeds (no
-global RNG is touched). Benchmarks are not tests: they measure, they do not assert.
+See :mod:`curriculum_ds.bench` for the method (one thread, median of ``repeats`` after a
+warm-up, ratio other / ours).
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -22,7 +15,18 @@ import numpy as np
 
 from curriculum_ds import kernels as K
 
-__all__ = ["run"]
+__all__ = [
+    "LARGE_N",
+    "OURS",
+    "PENDING",
+    "beyond_2_24",
+    "bucket_sampler",
+    "bucketing",
+    "flush",
+    "rolling_window",
+    "with_replacement",
+    "without_replacement",
+]
 
 OURS = "curriculum_ds"
 TORCH_CATEGORY_LIMIT = 2**24
@@ -44,7 +48,7 @@ class _Case:
     def __init__(self, rows: list[dict[str, Any]], case: str, n: int, elements: int, unit: str):
         self.rows, self.case, self.n, self.elements, self.unit = rows, case, n, elements, unit
         self.pending: list[tuple[str, Callable[[], object], int, str]] = []
-        _PENDING.append(self)
+        PENDING.append(self)
 
     def measure(self, impl: str, fn: Callable[[], object], repeats: int, note: str = "") -> None:
         """Register ``fn`` for ``max(repeats, 1)`` timed calls."""
@@ -89,13 +93,14 @@ class _Case:
         self.pending = []
 
 
-#: Cases registered but not yet timed (flushed by :func:`_flush` after each group).
-_PENDING: list[_Case] = []
+#: Cases registered but not yet timed (flushed by :func:`flush` after each group).
+PENDING: list[_Case] = []
 
 
-def _flush() -> None:
-    while _PENDING:
-        _PENDING.pop(0).finish()
+def flush() -> None:
+    """Finish the pending cases: compute their ratios and append their rows."""
+    while PENDING:
+        PENDING.pop(0).finish()
 
 
 def _compare_passes(queries: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -121,7 +126,8 @@ def _numpy_partition_bucketing(window: np.ndarray, queries: np.ndarray, b: int) 
     return _compare_passes(queries, np.partition(finite, ks)[ks])
 
 
-def _bucketing(rows: list[dict[str, Any]], n: int, repeats: int, torch: Any) -> None:
+def bucketing(rows: list[dict[str, Any]], n: int, repeats: int, torch: Any) -> None:
+    """Exact bucketing of N queries by B = 16 percentile edges of an N-window vs numpy/torch."""
     rng = np.random.default_rng(0)
     window = rng.lognormal(0.0, 1.0, n).astype(np.float32)
     queries = rng.lognormal(0.0, 1.0, n).astype(np.float32)
@@ -188,7 +194,8 @@ def _bucketing(rows: list[dict[str, Any]], n: int, repeats: int, torch: Any) -> 
     )
 
 
-def _rolling_window(rows: list[dict[str, Any]], n: int, repeats: int) -> None:
+def rolling_window(rows: list[dict[str, Any]], n: int, repeats: int) -> None:
+    """``RollingWindow.push`` (window full) and the training path ``edges`` + assign."""
     rng = np.random.default_rng(1)
     batch = 4096
     pushes = max(1, min(n, 1_000_000) // batch)
@@ -230,9 +237,10 @@ def _rolling_window(rows: list[dict[str, Any]], n: int, repeats: int) -> None:
     )
 
 
-def _with_replacement(
+def with_replacement(
     rows: list[dict[str, Any]], n: int, repeats: int, torch: Any, draws: int = 1_000_000
 ) -> None:
+    """N weighted draws with replacement over N weights vs ``torch.multinomial``/numpy."""
     rng = np.random.default_rng(2)
     weights = rng.uniform(0.01, 1.01, n)
     sampler = K.WeightedSampler(weights, 0)
@@ -261,7 +269,8 @@ def _with_replacement(
     )
 
 
-def _without_replacement(rows: list[dict[str, Any]], n: int, repeats: int, torch: Any) -> None:
+def without_replacement(rows: list[dict[str, Any]], n: int, repeats: int, torch: Any) -> None:
+    """Draws without replacement, k = N over N weights, vs numpy ``choice``/torch."""
     rng = np.random.default_rng(3)
     weights = rng.uniform(0.01, 1.01, n)
     k = min(n, 1_000_000)
@@ -300,7 +309,8 @@ def _numpy_bucket_batch(
     return out
 
 
-def _bucket_sampler(rows: list[dict[str, Any]], n: int, repeats: int) -> None:
+def bucket_sampler(rows: list[dict[str, Any]], n: int, repeats: int) -> None:
+    """1024 indices from 16 buckets over N samples vs numpy choice + pre-shuffled lists."""
     rng = np.random.default_rng(4)
     b, k = 16, 1024
     idx = rng.integers(0, b, n)
@@ -333,7 +343,8 @@ def _bucket_sampler(rows: list[dict[str, Any]], n: int, repeats: int) -> None:
     )
 
 
-def _beyond_2_24(rows: list[dict[str, Any]], repeats: int, torch: Any) -> None:
+def beyond_2_24(rows: list[dict[str, Any]], repeats: int, torch: Any) -> None:
+    """Draws over 2^24 + 1 categories, where ``torch.multinomial`` refuses."""
     n = TORCH_CATEGORY_LIMIT + 1
     weights = np.ones(n)
     sampler = K.WeightedSampler(weights, 0)
@@ -349,213 +360,3 @@ def _beyond_2_24(rows: list[dict[str, Any]], repeats: int, torch: Any) -> None:
         tq = torch.from_numpy(np.arange(1, 16, dtype=np.float32) / 16)
         tw32 = torch.from_numpy(window)
         q.measure("torch.quantile", lambda: torch.quantile(tw32, tq), 1)
-
-
-def run(
-    sizes: list[int], as_json: bool, repeats: int = 5, *, extras: bool = True
-) -> dict[str, Any]:
-    """Run every benchmark case at each size and print a table (or JSON).
-
-    Args:
-        sizes: window sizes / numbers of weights ``N`` (e.g. ``[10**6, 10**7]``). Cases that
-            need it also run at 2^24 + 1 and the BucketSampler case always includes 1e7. Sizes
-            above 2e7 (e.g. 1e8) run only the with-replacement draws.
-        extras: also run the fixed-size cases (BucketSampler at 1e7, the 2^24 + 1 cases);
-            ``False`` gives a quick smoke run.
-        as_json: print JSON instead of a table.
-        repeats: timed calls per measurement (after one warm-up); the slowest baselines
-            (numpy ``choice(replace=False, p=)``) run once.
-
-    Returns:
-        ``{"meta": {...}, "rows": [...]}``; each row has ``case``, ``impl``, ``n``,
-        ``median_s``, ``min_s``, ``max_s``, ``ns_per_el``, ``unit``, ``ratio`` (other / ours)
-        and ``note``, or ``error`` when an implementation refused the input.
-    """
-    torch: Any
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency, but keep the bench usable
-        torch = None
-    old_threads = torch.get_num_threads() if torch is not None else None
-    if torch is not None:
-        torch.set_num_threads(1)
-    rows: list[dict[str, Any]] = []
-    try:
-        for n in sizes:
-            if n > LARGE_N:
-                _with_replacement(rows, n, repeats, torch)
-                _flush()
-                continue
-            for group in (_bucketing, _with_replacement, _without_replacement):
-                group(rows, n, repeats, torch)
-                _flush()
-            for other in (_rolling_window, _bucket_sampler):
-                other(rows, n, repeats)
-                _flush()
-        if extras:
-            if 10_000_000 not in sizes:
-                _bucket_sampler(rows, 10_000_000, repeats)
-                _flush()
-            _beyond_2_24(rows, repeats, torch)
-            _flush()
-    finally:
-        _PENDING.clear()
-        if torch is not None and old_threads is not None:
-            torch.set_num_threads(old_threads)
-    targets = check_targets(rows)
-    result: dict[str, Any] = {
-        "meta": {
-            "sizes": sizes,
-            "repeats": repeats,
-            "numpy": np.__version__,
-            "torch": getattr(torch, "__version__", None),
-            "threads": 1,
-        },
-        "rows": rows,
-        "targets": targets,
-    }
-    if as_json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(format_table(rows))
-        print(format_targets(targets))
-    return result
-
-
-def _find(rows: list[dict[str, Any]], case_prefix: str, impl: str, n: int) -> dict[str, Any] | None:
-    for r in rows:
-        if r["case"].startswith(case_prefix) and r["impl"] == impl and r["n"] == n:
-            return r if "median_s" in r else None
-    return None
-
-
-def _targets_for(rows: list[dict[str, Any]], stat: str) -> list[tuple[str, float, float, bool]]:
-    """(target, value, limit, higher_is_better) from statistic ``stat`` (median_s or min_s)."""
-    out: list[tuple[str, float, float, bool]] = []
-    m = 1_000_000
-
-    def ratio(case: str, other: str, n: int, inverse: bool = False) -> float | None:
-        ours, theirs = _find(rows, case, OURS, n), _find(rows, case, other, n)
-        if ours is None or theirs is None:
-            return None
-        return ours[stat] / theirs[stat] if inverse else theirs[stat] / ours[stat]
-
-    def per_element(case: str, n: int, scale: float = 1.0) -> float | None:
-        row = _find(rows, case, OURS, n)
-        if row is None:
-            return None
-        return row["ns_per_el"] * row[stat] / row["median_s"] * scale
-
-    def add(target: str, value: float | None, limit: float, higher: bool) -> None:
-        if value is not None:
-            out.append((target, value, limit, higher))
-
-    bucket = "bucketing edges+assign"
-    add(
-        "bucketing: x faster than np.quantile+searchsorted",
-        ratio(bucket, "numpy quantile+searchsorted", m),
-        15,
-        True,
-    )
-    best = [
-        r
-        for r in (
-            ratio(bucket, "numpy sort + compares", m),
-            ratio(bucket, "numpy partition(kth) + compares", m),
-        )
-        if r is not None
-    ]
-    add("bucketing: x faster than best exact numpy pipeline", min(best) if best else None, 2, True)
-    add(
-        "bucketing: x slower than one read pass (np.max)",
-        ratio(bucket, "numpy max (one read pass)", m, inverse=True),
-        10,
-        False,
-    )
-    add("RollingWindow push: ns per value", per_element("RollingWindow push", m), 5, False)
-    draws = "weighted draws with replacement"
-    add("draws: x faster than torch.multinomial", ratio(draws, "torch.multinomial", m), 30, True)
-    add(
-        "draws: x faster than Generator.choice(p=)",
-        ratio(draws, "numpy Generator.choice(p=)", m),
-        50,
-        True,
-    )
-    add("draws at N=1e8: ns per draw", per_element(draws, 100_000_000), 50, False)
-    add(
-        "without replacement k=N=1e6: x faster than choice(replace=False, p=)",
-        ratio("without replacement", "numpy Generator.choice(replace=False, p=)", m),
-        100,
-        True,
-    )
-    add(
-        "BucketSampler 1024 of 1e7 samples: us per call",
-        per_element("BucketSampler 1024", 10_000_000, 1e-3),
-        100,
-        False,
-    )
-    return out
-
-
-def check_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Compare the measured rows with the speed targets of the design (issue 3).
-
-    Targets are checked at N = 1e6 (BucketSampler at 1e7, draws also at 1e8) when those rows
-    exist. Each entry: ``target``, ``limit``, ``value`` and ``met`` from the medians (the
-    verdict), and ``value_min`` / ``met_min`` from the fastest runs (shows what a quiet machine
-    gives when other processes disturb the medians).
-    """
-    mins = {t[0]: t[1] for t in _targets_for(rows, "min_s")}
-    out = []
-    for target, value, limit, higher in _targets_for(rows, "median_s"):
-        best = mins.get(target, value)
-        out.append(
-            {
-                "target": target,
-                "limit": limit,
-                "value": value,
-                "met": bool(value >= limit if higher else value <= limit),
-                "value_min": best,
-                "met_min": bool(best >= limit if higher else best <= limit),
-            }
-        )
-    return out
-
-
-def format_targets(targets: list[dict[str, Any]]) -> str:
-    """Render the target check: verdict from the medians, the fastest runs in brackets."""
-    lines = ["", "Targets (issue 3; verdict from medians, [from fastest runs] in brackets):"]
-    for t in targets:
-        mark = "met   " if t["met"] else "MISSED"
-        lines.append(
-            f"  [{mark}] {t['target']}: {t['value']:.2f} [{t['value_min']:.2f}] "
-            f"(target {t['limit']:g})"
-        )
-    return "\n".join(lines)
-
-
-def format_table(rows: list[dict[str, Any]]) -> str:
-    """Render rows as an aligned text table (one block per case)."""
-    header = (
-        f"{'case':<52} {'impl':<42} {'N':>10} {'median ms':>11} {'min ms':>10} "
-        f"{'max ms':>10} {'ns/el':>10} {'x ours':>8}"
-    )
-    lines = [header, "-" * len(header)]
-    last = None
-    for r in rows:
-        key = (r["case"], r["n"])
-        if last is not None and key != last:
-            lines.append("")
-        last = key
-        if "error" in r:
-            lines.append(f"{r['case']:<52} {r['impl']:<42} {r['n']:>10} ERROR: {r['error']}")
-            continue
-        ratio = "" if r["impl"] == OURS else f"{r['ratio']:.1f}x"
-        lines.append(
-            f"{r['case']:<52} {r['impl']:<42} {r['n']:>10} {r['median_s'] * 1e3:>11.3f} "
-            f"{r['min_s'] * 1e3:>10.3f} {r['max_s'] * 1e3:>10.3f} {r['ns_per_el']:>10.2f} "
-            f"{ratio:>8}"
-        )
-    lines.append("")
-    lines.append("x ours = other median / curriculum_ds median (above 1: curriculum_ds is faster).")
-    return "\n".join(lines)
