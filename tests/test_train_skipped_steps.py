@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from helpers import make_dataset, metrics, run_train_module, write_ds_config
 
-import curriculum_ds.data as data_module
+import curriculum_ds.data.writer as data_module
 from curriculum_ds.train import skipped_steps_warning
 
 CAUSE = (

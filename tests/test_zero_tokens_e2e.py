@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from helpers import launch, make_dataset, metrics, trace, write_ds_config
 
-import curriculum_ds.data as data_module
+import curriculum_ds.data.writer as data_module
 from curriculum_ds.config import load_config
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.loss import IGNORE_INDEX
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.distributed
 DOC = "tokens bear the loss"  # 20 bytes + EOS: 20 loss-bearing tokens
 SEED = 11
 # a warning raised from our own code, as Python prints it: "<path>/curriculum_ds/x.py:12: XWarning:"
-OUR_WARNING = re.compile(r"curriculum_ds[/\\]\w+\.py:\d+: \w*Warning")
+OUR_WARNING = re.compile(r"curriculum_ds[/\\][\w/\\]+\.py:\d+: \w*Warning")
 
 
 @pytest.fixture(scope="module")
