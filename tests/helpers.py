@@ -15,9 +15,10 @@ from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.runlog import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
+INTEGRATION = Path(__file__).resolve().parent / "integration"
 FAULT_FLAGS = frozenset({"--kill-after-step", "--kill-during-save", "--dump-state"})
-"""Flags of tests/faulty_train.py, the reference loop with fault injection and a state dump."""
+"""Flags of tests/integration/faulty_train.py: the reference loop with fault injection and a
+state dump."""
 _SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
 
 
@@ -91,7 +92,7 @@ def launch(
         cmd[cmd.index("curriculum_ds.train")] = "faulty_train"
     env = launcher_env(cuda=False)
     env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO / "python"), str(TESTS), env.get("PYTHONPATH")])
+        filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
     )
     for _ in range(2):
         proc = subprocess.run(

@@ -266,6 +266,3 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-_free_port = free_port  # the name tests/test_train_e2e.py and tests/test_loss.py import

@@ -79,7 +79,7 @@ def scale_micro_batch_loss(
     scaler multiplies this scalar by S inside ``engine.backward`` and unscales the gradients by
     1/S before the step, so it composes with the normalisation; gradient clipping then sees the
     token-mean gradient. Measured through the real engine, ZeRO 0-3, in
-    ``tests/test_token_loss_e2e.py``.
+    ``tests/integration/test_token_loss_through_the_engine.py``.
 
     In ``"sample"`` mode this returns DeepSpeed's usual micro-batch mean ``loss_sum / num_valid``
     (to be used with ``scale_wrt_gas=True``), for comparison.

@@ -4,8 +4,8 @@ One plain-SGD step (``lr = 1``, no momentum, ``gradient_clipping`` 0 so that no 
 behind a clip) with the same ds_config and data, 2 CPU gloo ranks, GAS 2, micro-batches of 2
 ragged, right-padded samples, under ZeRO 0 and ZeRO 3:
 
-* the reference loop, ``curriculum_ds.train`` (through ``tests/faulty_train.py --max-steps 1
-  --dump-state``), and
+* the reference loop, ``curriculum_ds.train`` (through
+  ``tests/integration/faulty_train.py --max-steps 1 --dump-state``), and
 * ``user_loop_one_step.py``: a loop written on ``curriculum_ds.initialize`` / ``for step in
   curriculum`` / ``step.backward`` / ``step.finish`` (and a variant that computes its own
   per-token cross-entropy for ``step.backward_token_losses``)

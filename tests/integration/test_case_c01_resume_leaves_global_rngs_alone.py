@@ -7,7 +7,7 @@
   bucket weights and the window contents of the checkpoint: the state it saves again at the next
   checkpoint, its weight history and its final per-rank state equal the uninterrupted run's.
 
-The real runs are shared with test_resume_e2e.py (:func:`resume_scenario`).
+The real runs are shared with test_kill_and_resume_reproduce_the_run.py (:func:`resume_scenario`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import history
-from test_resume_e2e import resume_scenario
+from test_kill_and_resume_reproduce_the_run import resume_scenario
 
 from curriculum_ds.checkpoint import read_curriculum_state
 from curriculum_ds.config import load_config

@@ -4,8 +4,9 @@ A bad config: one line naming the JSON path (and the phase), exit 1, no tracebac
 the schedule table (phases, durations, datamixes, estimated steps), exit 0. With
 ``--resume-from``: the verdict of the resume rules on a checkpoint's curriculum state, without
 training (the checkpoints here hold only what ``read_curriculum_state`` reads: the
-``curriculum`` client state in ``mp_rank_00_model_states.pt``; test_resume_e2e.py checks the same
-verdicts on real DeepSpeed checkpoints).
+``curriculum`` client state in ``mp_rank_00_model_states.pt``;
+test_kill_and_resume_reproduce_the_run.py checks the same verdicts on real DeepSpeed
+checkpoints).
 """
 
 from __future__ import annotations

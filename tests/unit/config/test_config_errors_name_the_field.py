@@ -28,7 +28,7 @@ from curriculum_ds.config import (
 )
 from curriculum_ds.errors import ConfigError, CurriculumError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def base_section() -> dict[str, Any]:

@@ -4,8 +4,8 @@ A step without a single loss-bearing token anywhere (every shifted label is -100
 loss, no update, its samples consumed. The run must not finish as if it had trained: the summary
 counts the skipped steps and a warning on stderr says how many of the run's steps were skipped,
 or that all were. The end-to-end run draws only one-token samples (no next token to predict), as
-in ``test_zero_tokens_e2e.py``, in a single process without ``--no-progress``: the progress bar
-must show a skipped step instead of failing on its missing loss.
+in ``test_steps_without_loss_tokens.py``, in a single process without ``--no-progress``: the
+progress bar must show a skipped step instead of failing on its missing loss.
 """
 
 from __future__ import annotations

@@ -164,11 +164,11 @@ def _c04_worker(rank: int, world: int, port: int, variant: str, out) -> None:
 
 @pytest.mark.parametrize("variant", ["base", "padded_rank"])
 def test_case_c04_ranks_with_different_token_counts(variant):
-    from curriculum_ds.distributed import _free_port
+    from curriculum_ds.distributed import free_port
 
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_c04_worker, args=(r, 2, port, variant, queue)) for r in range(2)]
     for p in procs:
         p.start()

@@ -108,7 +108,7 @@ def test_torchrun_gives_the_same_steps_as_the_deepspeed_launcher(two_phase_run, 
     import subprocess
     import sys
 
-    from curriculum_ds.distributed import _free_port
+    from curriculum_ds.distributed import free_port
     from curriculum_ds.launch import launcher_env
 
     run_dir, _ = two_phase_run
@@ -118,7 +118,7 @@ def test_torchrun_gives_the_same_steps_as_the_deepspeed_launcher(two_phase_run, 
         "--nproc_per_node",
         "2",
         "--master_port",
-        str(_free_port()),
+        str(free_port()),
         "-m",
         "curriculum_ds.train",
         "--deepspeed_config",

@@ -9,7 +9,8 @@
   DeepSpeed checkpoint without curriculum state starts the schedule at phase 0 and keeps the
   step count. ``curriculum-ds validate --resume-from`` gives the same verdicts without training.
 
-The runs are built once by :func:`resume_scenario` and shared with test_case_c01_resume.py.
+The runs are built once by :func:`resume_scenario` and shared with
+test_case_c01_resume_leaves_global_rngs_alone.py.
 """
 
 from __future__ import annotations
