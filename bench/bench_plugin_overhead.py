@@ -1,0 +1,493 @@
+"""Plugin loop vs a bare DeepSpeed loop, step time: ``python bench/bench_plugin_overhead.py``.
+
+Issue 10: a training loop on ``curriculum_ds.initialize`` + ``for step in curriculum`` may cost at
+most 3% more per optimizer step than the bare DeepSpeed loop it replaces (5% with dynamic
+re-weighting on). One process measures three loops side by side, each with its own engine over
+the same model (the demo's default: ``curriculum_ds.train.build_model``'s GPT-2, 2 layers, width
+128, 256 positions, byte vocabulary, same seed) and the demo's DeepSpeed settings (micro-batch 8,
+GAS 2, AdamW, WarmupLR, clipping 1.0, ZeRO 1, fp32 on CPU):
+
+* ``bare``: ``loss = engine(input_ids, attention_mask=..., labels=...).loss`` (HF's token mean of
+  the micro-batch), ``engine.backward(loss)``, ``engine.step()``, over micro-batches collated once
+  and kept in memory (no loader, no curriculum);
+* ``plugin, dynamic off``: the reference loop's body (``curriculum_ds.train``): ``for step in
+  curriculum``, ``step.backward(engine(...), mb)`` per micro-batch, ``step.finish()``: draws from
+  the MDS stream, token-weighted loss with its all-reduce, counters, metrics row;
+* ``plugin, dynamic on``: the same with the demo's re-weighting (4 buckets, recompute every 5
+  steps): per-sample losses, their all-gather, the rolling window, bucketed sampling.
+
+The data make the work of every step identical whatever the sampler picks: documents of 130-255
+bytes, truncated to the phase's ``max_seq_len`` (128, the demo's first phase), so every
+micro-batch is a full ``(8, 128)`` block, in all three loops; a different sample choice (dynamic
+on) cannot change the compute. The bare loop's micro-batches are the first 16 global batches the
+plugin (dynamic off) draws, collated before timing and cycled.
+
+Timing: blocks of ``--block`` optimizer steps (a multiple of the recompute interval, so every
+block holds the same number of recomputes) of the three loops alternate, each round in another of
+the 6 orders, after ``--warmup`` untimed steps of each loop. Per block, ms/step on two clocks:
+wall (``perf_counter``) and CPU (``process_time``, all threads of the process), which other jobs
+on a shared machine disturb far less; and, for the plugin loops, the wall time of the draw
+(``next(curriculum)``) and of ``step.finish()`` alone: API time the bare loop has no counterpart
+for, measured directly. Reported: medians over blocks, and plugin/bare as the median over rounds
+of the ratio of the two loops' blocks in that round (drift cancels within a round). On a loaded
+machine a block's wall time varies by ~20%, its CPU time by ~5%: a ratio to ±1% needs ~60
+rounds (the default: 300 steps in blocks of 5).
+
+One torch thread per process by default: what each of the demo's 2 CPU ranks gets on a 2-core
+machine (``OMP_NUM_THREADS=1``), and two threads fighting other jobs time spin-waits, not work.
+``--num-gpus 2`` runs the same under the deepspeed launcher (2 CPU gloo ranks); rank 0 reports
+(its draw/finish then include waiting for the other rank at the collectives). ``--profile`` then
+cProfiles ``--profile-steps`` steps of each loop and shows, per plugin loop, the curriculum_ds
+functions by cumulative time and the functions whose own time differs most from the bare loop's.
+
+Example: ``python bench/bench_plugin_overhead.py --profile`` (about 4 minutes on 2 CPU cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import itertools
+import json
+import os
+import pstats
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+MAX_SEQ_LEN = 128
+"""Tokens per sample in the phase (the demo's first phase); every sample is truncated to it."""
+N_POSITIONS = 256
+"""The demo model's positions (the longest ``max_seq_len`` of the demo's schedule)."""
+VARIANTS = ("bare", "plugin, dynamic off", "plugin, dynamic on")
+TARGETS = {"plugin, dynamic off": 1.03, "plugin, dynamic on": 1.05}
+
+
+# ---------------------------------------------------------------------------------- data
+def build_data(out: Path, *, num_docs: int = 2048) -> Path:
+    """An MDS stream of ``num_docs`` English-like documents of 130-255 bytes (reused if there)."""
+    from curriculum_ds.data import prepare
+
+    target = out / "fixed128"
+    if (target / "curriculum_meta.json").is_file():
+        return target
+    rng = random.Random(0)
+    words = (
+        "the model reads data in phases and every token of a step weighs the same curriculum "
+        "learning starts easy and ends hard while ranks agree on each global batch"
+    ).split()
+    lines = []
+    for _ in range(num_docs):
+        n = rng.randint(MAX_SEQ_LEN + 2, N_POSITIONS - 1)  # + EOS: 131..256 tokens
+        text = ""
+        while len(text) < n:
+            text += rng.choice(words) + " "
+        lines.append(json.dumps({"text": text[:n]}) + "\n")
+    src = out / "fixed128.jsonl"
+    src.write_text("".join(lines))
+    prepare([src], target, max_seq_len=N_POSITIONS)
+    return target
+
+
+def ds_config(data: Path, *, dynamic: bool) -> dict[str, Any]:
+    """The demo's ds_config with one phase over ``data`` at ``MAX_SEQ_LEN``."""
+    from curriculum_ds.demo import demo_ds_config
+
+    config = demo_ds_config(data.parent, max_duration=10**12, cuda=False)
+    curriculum = config["curriculum"]
+    curriculum["schedule"] = [
+        {
+            "name": "fixed",
+            "duration": f"{10**12}tok",
+            "train_loader": {"streams": [{"local": str(data)}], "max_seq_len": MAX_SEQ_LEN},
+        }
+    ]
+    curriculum["dynamic"]["enabled"] = dynamic
+    return config
+
+
+# --------------------------------------------------------------------------------- loops
+class BareLoop:
+    """A plain DeepSpeed loop over micro-batches collated once (no loader, no curriculum)."""
+
+    def __init__(self, engine: Any, micro_batches: list[list[Any]]) -> None:
+        self.engine = engine
+        self.micro_batches = micro_batches
+        self.num_steps = 0
+
+    def run(self, num_steps: int) -> None:
+        engine = self.engine
+        for _ in range(num_steps):
+            for mb in self.micro_batches[self.num_steps % len(self.micro_batches)]:
+                loss = engine(mb.input_ids, attention_mask=mb.attention_mask, labels=mb.labels).loss
+                engine.backward(loss)
+                engine.step()
+            self.num_steps += 1
+
+
+class PluginLoop:
+    """The reference loop's body on the public API (``curriculum_ds.train``, minus logging).
+
+    ``for step in curriculum`` written out as ``next(curriculum)`` so that the draw (the loader,
+    the all-reduce of the step's token count) and ``finish`` (counters, re-weighting, metrics
+    row) are timed on their own: API time that the bare loop has no counterpart for.
+    """
+
+    def __init__(self, engine: Any, curriculum: Any) -> None:
+        self.engine = engine
+        self.curriculum = curriculum
+        self.draw_s = 0.0  # seconds in next(curriculum), summed over steps
+        self.finish_s = 0.0  # seconds in step.finish(), summed over steps
+
+    def run(self, num_steps: int) -> None:
+        engine = self.engine
+        for _ in range(num_steps):
+            start = time.perf_counter()
+            step = next(self.curriculum)
+            drawn = time.perf_counter()
+            for mb in step.micro_batches:
+                logits = engine(mb.input_ids, attention_mask=mb.attention_mask)
+                step.backward(logits, mb)  # token-weighted loss -> engine.backward + engine.step
+            backward_done = time.perf_counter()
+            step.finish()
+            self.draw_s += drawn - start
+            self.finish_s += time.perf_counter() - backward_done
+
+
+def build_loops(data: Path, *, num_distinct: int) -> dict[str, Any]:
+    """The three loops, each with its own engine over the same initial model."""
+    import deepspeed
+    import torch
+    import torch.distributed as dist
+
+    import curriculum_ds as cds
+    from curriculum_ds.loader import PhaseLoader
+    from curriculum_ds.plugin import load_run_config
+    from curriculum_ds.train import build_model
+
+    loops: dict[str, Any] = {}
+    runs = {flag: load_run_config(ds_config(data, dynamic=flag)) for flag in (False, True)}
+    for flag, run in runs.items():
+        torch.manual_seed(run.curriculum.seed)
+        model = build_model(None, run.curriculum, N_POSITIONS)
+        engine, curriculum = cds.initialize(model=model, config=run)
+        loops[VARIANTS[2 if flag else 1]] = PluginLoop(engine, curriculum)
+
+    run = runs[False]
+    torch.manual_seed(run.curriculum.seed)
+    model = build_model(None, run.curriculum, N_POSITIONS)
+    engine, *_ = deepspeed.initialize(
+        model=model,
+        model_parameters=[p for p in model.parameters() if p.requires_grad],
+        config=cds.deepspeed_config(run),
+    )
+    # the global batches the plugin (dynamic off) draws first, this rank's slice, collated once
+    loader = PhaseLoader(run.curriculum.schedule[0], 0, seed=run.curriculum.seed)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    steps = []
+    for _ in range(num_distinct):
+        batch = loader.next_global_batch(run.global_batch_size(world))
+        mbs = loader.micro_batches(
+            batch, dp_rank=rank, dp_world_size=world, micro_batch_size=run.micro_batch_size
+        )
+        steps.append([mb.to(engine.device) for mb in mbs])
+    loader.close()
+    loops[VARIANTS[0]] = BareLoop(engine, steps)
+    return {name: loops[name] for name in VARIANTS}
+
+
+# ------------------------------------------------------------------------------ measuring
+def measure(
+    loops: dict[str, Any], *, steps: int, block: int, warmup: int
+) -> dict[str, dict[str, list[float]]]:
+    """Alternate timed blocks of the loops; per loop, the ms/step of each block, in round order.
+
+    Two clocks: ``wall`` (``perf_counter``) and ``cpu`` (``process_time``: this process's CPU
+    time, all threads), which other jobs on the machine disturb far less; and, for the plugin
+    loops, the wall time of the draw and of ``finish`` alone (``draw``, ``finish``; 0 for bare).
+    """
+    import torch.distributed as dist
+
+    for loop in loops.values():
+        loop.run(warmup)
+    orders = list(itertools.permutations(loops))
+    times: dict[str, dict[str, list[float]]] = {
+        clock: {name: [] for name in loops} for clock in ("wall", "cpu", "draw", "finish")
+    }
+    for round_idx in range(max(1, steps // block)):
+        for name in orders[round_idx % len(orders)]:
+            loop = loops[name]
+            api = (getattr(loop, "draw_s", 0.0), getattr(loop, "finish_s", 0.0))
+            gc.collect()
+            dist.barrier()
+            start, start_cpu = time.perf_counter(), time.process_time()
+            loop.run(block)
+            times["wall"][name].append(1e3 * (time.perf_counter() - start) / block)
+            times["cpu"][name].append(1e3 * (time.process_time() - start_cpu) / block)
+            times["draw"][name].append(1e3 * (getattr(loop, "draw_s", 0.0) - api[0]) / block)
+            times["finish"][name].append(1e3 * (getattr(loop, "finish_s", 0.0) - api[1]) / block)
+    return times
+
+
+def summarize(times: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+    """Per loop and clock: median ms/step, quartiles, and the ratio to the bare loop.
+
+    ``ratio``: the median over rounds of (this loop's block / the bare loop's block of the same
+    round); ``ratio_of_medians``: median / median.
+    """
+    rows = []
+    for name in VARIANTS:
+        row: dict[str, Any] = {"loop": name, "blocks": len(times["wall"][name])}
+        for clock, per_loop in times.items():
+            ms, bare = per_loop[name], per_loop[VARIANTS[0]]
+            quartiles = statistics.quantiles(ms, n=4) if len(ms) > 1 else [ms[0]] * 3
+            row[clock] = {"median_ms": statistics.median(ms), "q1_ms": quartiles[0]}
+            row[clock]["q3_ms"] = quartiles[2]
+            if name != VARIANTS[0] and clock in ("wall", "cpu"):
+                paired = [p / b for p, b in zip(ms, bare, strict=True)]
+                row[clock]["ratio"] = statistics.median(paired)
+                row[clock]["ratio_of_medians"] = statistics.median(ms) / statistics.median(bare)
+        if name in TARGETS:
+            row["target"] = TARGETS[name]
+        rows.append(row)
+    return rows
+
+
+Profile = dict[tuple[str, int, str], tuple[float, float, float]]
+"""Per function ``(file, line, name)``: calls, own ms and cumulative ms, per optimizer step."""
+
+
+def profile_loop(loop: Any, *, steps: int) -> Profile:
+    """cProfile ``steps`` steps of one loop, per optimizer step."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    loop.run(steps)
+    profiler.disable()
+    raw = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    return {
+        key: (calls / steps, 1e3 * own / steps, 1e3 * cum / steps)
+        for key, (_, calls, own, cum, _) in raw.items()
+    }
+
+
+def _where(key: tuple[str, int, str]) -> str:
+    filename, line, func = key
+    short = filename.replace(str(REPO) + "/", "").split("site-packages/")[-1]
+    return f"{func} ({short}:{line})" if line else func
+
+
+def profile_report(profiles: dict[str, Profile], *, steps: int, top: int = 15) -> str:
+    """Where the plugin's extra time goes, per optimizer step, against the bare loop.
+
+    For each plugin loop: the curriculum_ds functions by cumulative time (what the API itself
+    costs, its calls into torch included), then every function whose own time differs most from
+    the bare loop's (a positive difference is time the plugin loop spends and the bare one does
+    not; forward/backward kernels differ by noise of a few percent).
+    """
+    bare = profiles[VARIANTS[0]]
+    lines = [f"cProfile, {steps} steps per loop (ms per optimizer step; profiling inflates them)"]
+    for name in VARIANTS[1:]:
+        prof = profiles[name]
+        lines += ["", f"--- {name}: curriculum_ds functions by cumulative time"]
+        lines.append(f"{'cum ms':>9}{'own ms':>9}{'calls':>8}  function")
+        ours = [k for k in prof if "curriculum_ds" in k[0] and "bench_" not in k[0]]
+        for key in sorted(ours, key=lambda k: prof[k][2], reverse=True)[:top]:
+            calls, own, cum = prof[key]
+            lines.append(f"{cum:9.3f}{own:9.3f}{calls:8.1f}  {_where(key)}")
+        lines += ["", f"--- {name} minus bare: own time per function (largest differences)"]
+        lines.append(f"{'delta ms':>9}{'plugin':>9}{'bare':>9}  function")
+        delta = {k: prof.get(k, (0, 0, 0))[1] - bare.get(k, (0, 0, 0))[1] for k in prof | bare}
+        for key in sorted(delta, key=lambda k: abs(delta[k]), reverse=True)[:top]:
+            lines.append(
+                f"{delta[key]:+9.3f}{prof.get(key, (0, 0, 0))[1]:9.3f}"
+                f"{bare.get(key, (0, 0, 0))[1]:9.3f}  {_where(key)}"
+            )
+        lines.append(f"{sum(delta.values()):+9.3f}  total own-time difference")
+    return "\n".join(lines)
+
+
+def report(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
+    lines = [
+        f"command: {header['command']}",
+        f"{header['world_size']} rank(s), {header['threads']} torch thread(s) each, "
+        f"micro-batch {header['micro_batch_size']} x GAS {header['gas']} x seq {MAX_SEQ_LEN}; "
+        f"{header['rounds']} rounds of {header['block']}-step blocks per loop after "
+        f"{header['warmup']} warm-up steps; medians over blocks, ratio = median over rounds",
+        "",
+        f"{'loop':<21}{'wall ms/step':>13}{'IQR':>15}{'plugin/bare':>12}"
+        f"{'CPU ms/step':>13}{'plugin/bare':>12}{'target':>8}{'draw ms':>9}{'finish ms':>10}",
+    ]
+    for r in rows:
+        w, c = r["wall"], r["cpu"]
+        iqr = f"{w['q1_ms']:.1f}-{w['q3_ms']:.1f}"
+        wall_ratio = f"{w['ratio']:.3f}" if "ratio" in w else ""
+        cpu_ratio = f"{c['ratio']:.3f}" if "ratio" in c else ""
+        target = f"≤{r['target']:.2f}" if "target" in r else ""
+        draw = f"{r['draw']['median_ms']:.3f}" if "target" in r else ""
+        finish = f"{r['finish']['median_ms']:.3f}" if "target" in r else ""
+        lines.append(
+            f"{r['loop']:<21}{w['median_ms']:>13.2f}{iqr:>15}{wall_ratio:>12}"
+            f"{c['median_ms']:>13.2f}{cpu_ratio:>12}{target:>8}{draw:>9}{finish:>10}"
+        )
+    verdicts = []
+    for r in rows:
+        if "target" in r:
+            worst = max(r["wall"]["ratio"], r["cpu"]["ratio"])
+            api_ms = r["draw"]["median_ms"] + r["finish"]["median_ms"]
+            verdicts.append(
+                f"{r['loop']} {r['wall']['ratio']:.3f} wall / {r['cpu']['ratio']:.3f} CPU "
+                f"({'ok' if worst <= r['target'] else 'OVER'} ≤{r['target']:.2f}; draw + finish "
+                f"{api_ms:.2f} ms = {100 * api_ms / rows[0]['wall']['median_ms']:.1f}% of bare)"
+            )
+    lines += [
+        "",
+        "SUMMARY plugin/bare step time: " + "; ".join(verdicts) + f"  [{header['command']}]",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- main
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=300, help="timed optimizer steps per loop")
+    parser.add_argument(
+        "--block", type=int, default=5, help="steps per timed block (a multiple of 5)"
+    )
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps of each loop first")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 10 steps in blocks of 5, 2 warm-up"
+    )
+    parser.add_argument(
+        "--num-gpus", type=int, default=1, help="ranks; > 1 runs under the deepspeed launcher"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the timing, cProfile each loop and show where the plugin's extra time goes",
+    )
+    parser.add_argument(
+        "--profile-steps", type=int, default=50, help="steps per loop under --profile"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads per rank (default 1: what each of the demo's 2 CPU ranks gets)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="work folder (data reused there)")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write the figures and every block's times"
+    )
+    parser.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--command", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.block, args.warmup = 10, 5, 2
+    if args.block < 1 or args.steps < args.block:
+        parser.error(f"need 1 <= --block <= --steps, got {args.block} and {args.steps}")
+    return args
+
+
+def launch_ranks(args: argparse.Namespace, data: Path, command: str) -> int:
+    """Run this script on ``--num-gpus`` CPU ranks under the deepspeed launcher."""
+    from curriculum_ds.distributed import free_port, venv_bin_dir
+    from curriculum_ds.launch import launcher_env
+
+    forwarded = [a for a in sys.argv[1:] if not a.startswith("--num-gpus")]
+    if "--num-gpus" in sys.argv:  # "--num-gpus N" as two words
+        at = sys.argv.index("--num-gpus")
+        forwarded = sys.argv[1:at] + sys.argv[at + 2 :]
+    cmd = [
+        str(venv_bin_dir() / "deepspeed"),
+        "--num_gpus",
+        str(args.num_gpus),
+        "--master_port",
+        str(free_port()),
+        str(Path(__file__).resolve()),
+        *forwarded,
+        "--data",
+        str(data),
+        "--command",
+        command,
+    ]
+    env = launcher_env(cuda=False)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
+    return subprocess.run(cmd, env=env, check=False).returncode
+
+
+def main() -> int:
+    args = parse_args()
+    command = args.command or shlex.join([Path(sys.executable).name, *sys.argv])
+    tmp = None
+    if args.data is None:
+        if args.out is None:
+            tmp = tempfile.TemporaryDirectory(prefix="bench_plugin_")
+            out = Path(tmp.name)
+        else:
+            out = args.out.resolve()
+            out.mkdir(parents=True, exist_ok=True)
+        data = build_data(out)
+        if args.num_gpus > 1:
+            code = launch_ranks(args, data, command)
+            if tmp is not None:
+                tmp.cleanup()
+            return code
+    else:
+        data = args.data
+
+    from curriculum_ds.distributed import prepare_environment
+
+    # curriculum_ds.initialize sets up a world of one itself, but without LOCAL_RANK, and
+    # deepspeed.init_distributed then falls back to MPI discovery (mpi4py is not installed):
+    # set it as the launcher would (reported; remove once prepare_environment sets it)
+    os.environ.setdefault("LOCAL_RANK", "0")
+    prepare_environment()  # before torch/DeepSpeed read their environment (a world of one here)
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(args.threads)
+    loops = build_loops(data, num_distinct=16)
+    times = measure(loops, steps=args.steps, block=args.block, warmup=args.warmup)
+    profile = None
+    if args.profile:
+        profiles = {
+            name: profile_loop(loop, steps=args.profile_steps) for name, loop in loops.items()
+        }
+        profile = profile_report(profiles, steps=args.profile_steps)
+    for loop in loops.values():
+        if isinstance(loop, PluginLoop):
+            loop.curriculum.close()
+    if dist.get_rank() == 0:
+        run = loops[VARIANTS[1]].curriculum
+        header = {
+            "command": command,
+            "world_size": dist.get_world_size(),
+            "threads": torch.get_num_threads(),
+            "micro_batch_size": run.micro_batch_size,
+            "gas": run.gradient_accumulation_steps,
+            "rounds": len(times["wall"][VARIANTS[0]]),
+            "block": args.block,
+            "warmup": args.warmup,
+        }
+        rows = summarize(times)
+        if args.json is not None:
+            args.json.write_text(json.dumps({**header, "rows": rows, "block_ms": times}, indent=2))
+        print(report(rows, header))
+        if profile is not None:
+            print("\n" + profile)
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
