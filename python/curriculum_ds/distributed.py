@@ -135,8 +135,8 @@ def prepare_environment() -> bool:
       ``DS_ACCELERATOR=cpu`` without a CUDA device.
     * ``LOCAL_WORLD_SIZE`` for mosaicml-streaming, by the precedence of
       :func:`ensure_local_world_size` (which checks the value when a dataset is opened).
-    * Single-process runs (``python -m curriculum_ds.train`` without a launcher) get the rendezvous
-      variables of a world of one.
+    * Single-process runs (``python -m curriculum_ds.train`` or a user's script without a
+      launcher) get the rendezvous variables of a world of one, ``LOCAL_RANK`` included.
 
     Returns:
         True when a CUDA device is available.
@@ -149,6 +149,8 @@ def prepare_environment() -> bool:
     if "WORLD_SIZE" not in os.environ:
         os.environ.update({"WORLD_SIZE": "1", "RANK": "0", "MASTER_ADDR": "127.0.0.1"})
         os.environ.setdefault("MASTER_PORT", str(free_port()))
+        # DeepSpeed's init_distributed looks for MPI (mpi4py) unless all five are set
+        os.environ.setdefault("LOCAL_RANK", "0")
     return has_cuda
 
 

@@ -82,11 +82,12 @@ class Step:
         self._mode = curriculum.config.loss_weighting
         self._dp_world_size = curriculum.dp_world_size
         # Loss-bearing tokens of the whole step, counted before any forward (labels are known):
-        # one all-reduce per step over the data-parallel group.
+        # one all-reduce per step over the data-parallel group (none in a world of one).
+        self._collective = dist.is_initialized() and self._dp_world_size > 1
         local = torch.zeros((), dtype=torch.int64, device=self._device)
         for mb in self.micro_batches:
             local += mb.loss_mask.sum()
-        if dist.is_initialized():
+        if self._collective:
             dist.all_reduce(local)
         self._global_valid = local
         self.global_valid_tokens = int(local.item())  # one host sync per step: decides a skip
@@ -287,7 +288,7 @@ class Step:
                 f"step {self.global_step}: finish() before micro-batch(es) "
                 f"{', '.join(map(str, missing))} of {len(self._done)} went backward"
             )
-        if dist.is_initialized():
+        if self._collective:
             dist.all_reduce(self._stats)
         num_valid = self.global_valid_tokens
         token_loss = float(self._stats[0]) / num_valid if num_valid else None
@@ -295,7 +296,7 @@ class Step:
         gathered = None
         if self._curriculum.dynamic is not None:
             # one collective: every rank gets the step's per-sample losses, in global order
-            if dist.is_initialized() and self._dp_world_size > 1:
+            if self._collective:
                 parts = [torch.empty_like(self._sample_losses) for _ in range(self._dp_world_size)]
                 dist.all_gather(parts, self._sample_losses)
                 gathered = torch.cat(parts).cpu().numpy()
