@@ -446,10 +446,6 @@ def main() -> int:
 
     from curriculum_ds.distributed import prepare_environment
 
-    # curriculum_ds.initialize sets up a world of one itself, but without LOCAL_RANK, and
-    # deepspeed.init_distributed then falls back to MPI discovery (mpi4py is not installed):
-    # set it as the launcher would (reported; remove once prepare_environment sets it)
-    os.environ.setdefault("LOCAL_RANK", "0")
     prepare_environment()  # before torch/DeepSpeed read their environment (a world of one here)
     import torch
     import torch.distributed as dist
