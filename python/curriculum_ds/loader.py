@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ import numpy.typing as npt
 import torch
 
 from curriculum_ds.data import close_stream, open_stream, read_stream_info
+from curriculum_ds.data.streams import shared_memory_lock
 from curriculum_ds.kernels import BucketSampler
 from curriculum_ds.loss import IGNORE_INDEX
 
@@ -259,39 +259,31 @@ class PhaseLoader:
         self._release()
 
 
-_REGISTRATION_LOCK = Path(tempfile.gettempdir()) / "curriculum_ds_streaming_shm.lock"
-
-
 @contextlib.contextmanager
 def _streaming_registration() -> Iterator[None]:
     """Open streams as one step with respect to other curriculum_ds jobs on this node.
 
     mosaicml-streaming picks a shared-memory prefix by scanning for the first free one, and the
     node's local leader then creates it: two jobs that start at once pick the same prefix and one
-    fails with ``FileExistsError: '/00000N_locals'``. Every rank of a job scans, so the whole
-    job's registration is serialised: local rank 0 holds an exclusive lock on a node-wide file
-    (released by the OS if the process dies) while every rank opens its streams, between two
-    barriers.
+    fails with ``FileExistsError: '/00000N_locals'``, and a prefix freed by another job between two
+    ranks' scans makes them disagree ("prefix was not registered by local leader"). Every rank of
+    a job scans, so the whole job's registration is serialised: once every rank has released its
+    previous streams (first barrier: a release takes the same lock, shared), local rank 0 holds
+    :func:`~curriculum_ds.data.streams.shared_memory_lock` exclusively while every rank opens its
+    streams, between two more barriers.
     """
-    import fcntl  # POSIX only, like DeepSpeed's launcher
-
     import torch.distributed as dist
 
     distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    fd = None
-    if int(os.environ.get("LOCAL_RANK", "0") or 0) == 0:
-        fd = os.open(_REGISTRATION_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    try:
+    if distributed:
+        dist.barrier()  # every rank's close_stream (which takes the lock, shared) is done
+    leader = int(os.environ.get("LOCAL_RANK", "0") or 0) == 0
+    with shared_memory_lock(exclusive=True) if leader else contextlib.nullcontext():
         if distributed:
             dist.barrier()  # no rank of this job scans before the lock is held
         yield
         if distributed:
             dist.barrier()  # every rank has registered before the lock goes
-    finally:
-        if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
 
 
 def _close_all(datasets: list[Any]) -> None:
@@ -301,7 +293,6 @@ def _close_all(datasets: list[Any]) -> None:
 
 
 def _default_name(local: str) -> str:
-    from pathlib import Path
 
     return Path(local).name
 

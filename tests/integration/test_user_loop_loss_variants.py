@@ -109,7 +109,7 @@ class Oracle:
         self.model.load_state_dict(self.before)
         self.actual_update = _flat(self.after) - _flat(self.before)
 
-    def update(self, *, smoothing: float, aux_weight: float) -> tuple[float, torch.Tensor]:
+    def update(self, *, smoothing: float, aux_weight: float) -> tuple[float, float, torch.Tensor]:
         """(token-mean loss, -grad) of ``token mean + aux_weight × sum of the micro-batches'
         aux``; the documented scaling is ``aux_weight = 1 / (RANKS × GAS)``."""
         self.model.zero_grad()
@@ -130,7 +130,8 @@ class Oracle:
         token_mean = torch.stack(loss_sums).sum() / num_valid
         (token_mean + aux_weight * torch.stack(aux).sum()).backward()
         grads = {n: p.grad for n, p in self.model.named_parameters()}
-        return float(token_mean.detach()), -_flat(grads)
+        aux_mean = float(torch.stack(aux).detach().mean())
+        return float(token_mean.detach()), aux_mean, -_flat(grads)
 
 
 def _oracle(run: dict[str, Any], variant: str) -> Oracle:
@@ -155,12 +156,18 @@ def test_update_is_the_documented_loss(run, variant):
     oracle = _oracle(run, variant)
     smoothing = LABEL_SMOOTHING if "smooth" in variant else 0.0
     aux_weight = 1.0 / (RANKS * GAS) if "aux" in variant else 0.0
-    token_mean, expected = oracle.update(smoothing=smoothing, aux_weight=aux_weight)
+    token_mean, aux_mean, expected = oracle.update(smoothing=smoothing, aux_weight=aux_weight)
     assert _rel(oracle.actual_update, expected) < UPDATE_RTOL
     assert oracle.record["valid_tokens"] == sum(
         int(m.loss_mask.sum()) for m in oracle.micro_batches
     )
     assert oracle.record["token_loss"] == pytest.approx(token_mean, rel=1e-6)
+    if "aux" in variant:  # what the optimizer saw: the token mean plus the mean aux term
+        assert oracle.record["aux_loss"] == pytest.approx(aux_mean, rel=1e-6)
+        assert oracle.record["loss"] == pytest.approx(token_mean + aux_mean, rel=1e-6)
+    else:
+        assert oracle.record["aux_loss"] is None
+        assert oracle.record["loss"] == pytest.approx(token_mean, rel=1e-6)
     assert oracle.record["lr"] == 1.0
     assert oracle.record["step_applied"]
 
@@ -176,5 +183,5 @@ def test_the_check_tells_the_variants_and_scalings_apart(run, variant):
         # aux left out, averaged per rank only (summed over ranks), summed over micro-batches
         wrong += [{"smoothing": smoothing, "aux_weight": w} for w in (0.0, 1.0 / GAS, 1.0)]
     for kwargs in wrong:
-        _, other = oracle.update(**kwargs)
+        _, _, other = oracle.update(**kwargs)
         assert _rel(oracle.actual_update, other) > 100 * UPDATE_RTOL, kwargs

@@ -9,7 +9,10 @@ hundreds of datasets) does not run out of file descriptors.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +23,33 @@ from curriculum_ds.errors import DataError
 if TYPE_CHECKING:
     from streaming import StreamingDataset
 
-__all__ = ["close_stream", "open_stream"]
+__all__ = ["close_stream", "open_stream", "shared_memory_lock"]
+
+SHARED_MEMORY_LOCK = Path(tempfile.gettempdir()) / "curriculum_ds_streaming_shm.lock"
+"""The node-wide lock file that orders shared-memory registrations and releases (POSIX flock)."""
+
+
+@contextlib.contextmanager
+def shared_memory_lock(*, exclusive: bool) -> Iterator[None]:
+    """Hold the node-wide streaming shared-memory lock (``flock``; released if the process dies).
+
+    mosaicml-streaming picks a shared-memory prefix by scanning ``/dev/shm`` for the first free
+    one, separately on every rank, and the local leader then creates it. Ranks of one job must
+    see the same free prefixes: a registration holds the lock exclusively, and releasing
+    segments (:func:`close_stream`, which unlinks the ones this process created) holds it
+    shared, so no prefix is freed by another job between two ranks' scans.
+
+    Args:
+        exclusive: True for a registration (one job's ranks opening streams), False for a release.
+    """
+    import fcntl  # POSIX only, like DeepSpeed's launcher
+
+    fd = os.open(SHARED_MEMORY_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
 
 
 def open_stream(local: str | Path) -> StreamingDataset:
@@ -119,5 +148,9 @@ def close_stream(ds: StreamingDataset) -> None:
     hundreds of datasets, would run out of descriptors. This runs those cleanups now (the
     process that created a segment unlinks it, the others close it) and unregisters them. Call it
     once every rank is done with the dataset (at a phase swap); do not use the dataset afterwards.
+    Holds :func:`shared_memory_lock` (shared) while it unlinks, so that another job's ranks
+    registering at that moment all see the same free prefixes.
     """
-    _release_shared_memory(_dataset_shared_memory(ds))
+    handles = _dataset_shared_memory(ds)
+    with shared_memory_lock(exclusive=False):
+        _release_shared_memory(handles)

@@ -226,7 +226,7 @@ class Curriculum:
             "tokens": self.consumed_tokens,
             "samples": self.consumed_samples,
             "progress": str(self.progress),
-            **{k: result[k] for k in ("loss", "token_loss", "valid_tokens")},
+            **{k: result[k] for k in ("loss", "token_loss", "aux_loss", "valid_tokens")},
             "step_tokens": step.step_tokens,
             "skipped": result["skipped"],
             "step_applied": result["step_applied"],

@@ -99,8 +99,9 @@ class Step:
         self._sample_losses = torch.full(
             (per_rank,), float("nan"), dtype=torch.float64, device=self._device
         )
-        # [sum of token losses (nats), sum of micro-batch mean losses / GAS] of this rank
-        self._stats = torch.zeros(2, dtype=torch.float64, device=self._device)
+        # this rank's [sum of token losses (nats), sum of micro-batch mean losses / GAS,
+        # sum of aux_loss values, number of aux_loss values given]
+        self._stats = torch.zeros(4, dtype=torch.float64, device=self._device)
         self._done = [False] * len(self.micro_batches)
         self._finished = False
         self.reweighting: dict[str, Any] | None = None
@@ -259,6 +260,9 @@ class Step:
             )
             self._stats[0] += loss_sum.double()
             self._stats[1] += (loss_sum / count.clamp(min=1)).double() / num_micro_batches
+            if aux_loss is not None:
+                self._stats[2] += aux_loss.detach().double().to(self._device).sum()
+                self._stats[3] += 1
             return (loss_sum / count).detach().float()
 
     # -------------------------------------------------------------------------------- finish
@@ -272,7 +276,10 @@ class Step:
             The ``metrics.jsonl`` row: ``step``, ``phase``, ``phase_name``, ``tokens``
             (cumulative non-padding input tokens, global), ``samples`` (cumulative, global),
             ``progress`` (exact text in the schedule's unit), ``loss`` (what the optimizer saw,
-            nats; None when skipped), ``token_loss``, ``valid_tokens``, ``step_tokens``,
+            nats: the token-mean loss plus ``aux_loss``; None when skipped), ``token_loss`` (the
+            token mean alone), ``aux_loss`` (the mean of the ``aux_loss`` terms over every
+            micro-batch of the step on every rank, a micro-batch without one counting 0; None
+            when no micro-batch had one), ``valid_tokens``, ``step_tokens``,
             ``skipped``, ``step_applied`` (False also for a fp16 overflow step DeepSpeed did not
             apply), ``lr``, ``tokens_per_s`` and ``phase_epochs``. The same on every rank.
 
@@ -293,6 +300,8 @@ class Step:
         num_valid = self.global_valid_tokens
         token_loss = float(self._stats[0]) / num_valid if num_valid else None
         sample_loss = float(self._stats[1]) / self._dp_world_size
+        num_terms = len(self.micro_batches) * self._dp_world_size
+        aux = float(self._stats[2]) / num_terms if float(self._stats[3]) > 0 else None
         gathered = None
         if self._curriculum.dynamic is not None:
             # one collective: every rank gets the step's per-sample losses, in global order
@@ -304,11 +313,13 @@ class Step:
                 gathered = self._sample_losses.cpu().numpy()
         self._finished = True
         engine = self._curriculum.engine
+        loss = token_loss if self._mode == "token" else sample_loss
+        if loss is not None and aux is not None:
+            loss += aux
         result = {
-            "loss": None
-            if self.skipped
-            else (token_loss if self._mode == "token" else sample_loss),
+            "loss": None if self.skipped else loss,
             "token_loss": token_loss,
+            "aux_loss": aux,
             "valid_tokens": num_valid,
             "skipped": self.skipped,
             "step_applied": (not self.skipped) and bool(engine.was_step_applied()),
