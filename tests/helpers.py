@@ -90,13 +90,25 @@ def launch(
     if any(arg.split("=")[0] in FAULT_FLAGS for arg in extra):
         # the product loop has no fault injection: the tests' wrapper of it does
         cmd[cmd.index("curriculum_ds.train")] = "faulty_train"
+    return run_launched(cmd, cwd=ds_config.parent, timeout=timeout, check=check)
+
+
+def run_launched(
+    cmd: list[str], *, cwd: Path, timeout: int = 600, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run a launcher (or plain python) command of the tests on CPU ranks (gloo).
+
+    The environment is the product's ``launcher_env(cuda=False)`` with the repo's ``python/`` and
+    ``tests/integration/`` (the tests' own scripts) on PYTHONPATH. Raises AssertionError with the
+    output tails when ``check`` and the command fails.
+    """
     env = launcher_env(cuda=False)
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
     )
     for _ in range(2):
         proc = subprocess.run(
-            cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ds_config.parent
+            cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
         )
         # mosaicml-streaming picks a free shared-memory prefix by looking at /dev/shm, which
         # races with jobs of other checkouts starting at that moment ("[Errno 17] File exists:

@@ -2,32 +2,21 @@
 
 ``launch_script`` is ``tests/helpers.launch`` for a script path instead of ``--module
 curriculum_ds.train``: the same command (``curriculum_ds.launch.build_command``, a free master
-port) and environment (``launcher_env(cuda=False)``: CPU accelerator, gloo, one OpenMP thread per
-rank), so that ``deepspeed --num_gpus 2 my_loop.py --deepspeed_config ds.json ...`` runs on 2 CPU
-ranks. ``run_script`` runs one plain ``python my_loop.py ...`` process (a world of one).
+port) run by the same ``helpers.run_launched`` (``launcher_env(cuda=False)``: CPU accelerator,
+gloo, one OpenMP thread per rank), so that ``deepspeed --num_gpus 2 my_loop.py
+--deepspeed_config ds.json ...`` runs on 2 CPU ranks. ``run_script`` runs one plain ``python
+my_loop.py ...`` process (a world of one).
 """
 
 from __future__ import annotations
 
-import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-from helpers import REPO
+from helpers import run_launched
 
-from curriculum_ds.launch import build_command, launcher_env
-
-# mosaicml-streaming picks a free shared-memory prefix by looking at /dev/shm, which races with
-# jobs of other checkouts starting at that moment: such a launch is retried once, nothing else
-_SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
-
-
-def _env() -> dict[str, str]:
-    env = launcher_env(cuda=False)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
-    return env
+from curriculum_ds.launch import build_command
 
 
 def script_command(script: Path, ds_config: Path, *args: str, num_gpus: int = 2) -> list[str]:
@@ -36,21 +25,6 @@ def script_command(script: Path, ds_config: Path, *args: str, num_gpus: int = 2)
     at = cmd.index("--module")
     assert cmd[at + 1] == "curriculum_ds.train"
     return [*cmd[:at], str(script), *cmd[at + 2 :]]
-
-
-def _run(cmd: list[str], cwd: Path, timeout: int, check: bool) -> subprocess.CompletedProcess[str]:
-    for _ in range(2):
-        proc = subprocess.run(
-            cmd, env=_env(), capture_output=True, text=True, timeout=timeout, cwd=cwd
-        )
-        if not _SHM_RACE.search(proc.stderr):
-            break
-    if check and proc.returncode != 0:
-        raise AssertionError(
-            f"{' '.join(cmd)} exited {proc.returncode}\n"
-            f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
-        )
-    return proc
 
 
 def launch_script(
@@ -64,11 +38,11 @@ def launch_script(
     """Run ``script`` on ``num_gpus`` CPU ranks under the deepspeed launcher (cwd: the config's
     folder). Raises AssertionError with the output tails when ``check`` and it fails."""
     cmd = script_command(script, ds_config, *args, num_gpus=num_gpus)
-    return _run(cmd, ds_config.parent, timeout, check)
+    return run_launched(cmd, cwd=ds_config.parent, timeout=timeout, check=check)
 
 
 def run_script(
     script: Path, *args: str, cwd: Path, timeout: int = 300, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """``python SCRIPT ARGS...``: one process, no launcher (``initialize`` makes a world of one)."""
-    return _run([sys.executable, str(script), *args], cwd, timeout, check)
+    return run_launched([sys.executable, str(script), *args], cwd=cwd, timeout=timeout, check=check)
