@@ -137,14 +137,15 @@ def global_valid_tokens(
 
     Returns:
         Scalar int64 tensor on ``device``: loss-bearing tokens over all ranks and micro-batches
-        of the step. Kept on device so normalisation adds no host sync per micro-batch.
+        of the step. Kept on device so normalisation adds no host sync per micro-batch. No
+        collective runs in a world of one.
     """
     import torch.distributed as dist
 
     local = torch.zeros((), dtype=torch.int64, device=device)
     for labels in micro_batch_labels:
         local += count_valid_tokens(labels.to(device))
-    if dist.is_initialized():
+    if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(local)
     return local
 

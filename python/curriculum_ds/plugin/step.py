@@ -19,6 +19,7 @@ from curriculum_ds.errors import StepError
 from curriculum_ds.loss import (
     IGNORE_INDEX,
     engine_grad_divisor,
+    global_valid_tokens,
     per_sample_token_losses,
     scale_micro_batch_loss,
 )
@@ -81,16 +82,13 @@ class Step:
         self.micro_batches = [mb.to(self._device) for mb in micro_batches]
         self._mode = curriculum.config.loss_weighting
         self._dp_world_size = curriculum.dp_world_size
+        self._collective = dist.is_initialized() and self._dp_world_size > 1
         # Loss-bearing tokens of the whole step, counted before any forward (labels are known):
         # one all-reduce per step over the data-parallel group (none in a world of one).
-        self._collective = dist.is_initialized() and self._dp_world_size > 1
-        local = torch.zeros((), dtype=torch.int64, device=self._device)
-        for mb in self.micro_batches:
-            local += mb.loss_mask.sum()
-        if self._collective:
-            dist.all_reduce(local)
-        self._global_valid = local
-        self.global_valid_tokens = int(local.item())  # one host sync per step: decides a skip
+        self._global_valid = global_valid_tokens(
+            [mb.labels for mb in self.micro_batches], device=self._device
+        )
+        self.global_valid_tokens = int(self._global_valid.item())  # one host sync: decides a skip
         self.skipped = self.global_valid_tokens == 0
         # what DeepSpeed divides the summed gradients by (dp_world_size but for config corners)
         self._grad_divisor = engine_grad_divisor(engine, dp_world_size=self._dp_world_size)
