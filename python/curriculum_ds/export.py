@@ -1,0 +1,233 @@
+"""Turn a DeepSpeed checkpoint of a run into a model a user can load without DeepSpeed.
+
+``curriculum-ds export CHECKPOINT OUT`` and ``train --export-final OUT`` call
+:func:`export_checkpoint`. The weights are consolidated with DeepSpeed's own tools
+(``deepspeed.utils.zero_to_fp32.get_fp32_state_dict_from_zero_checkpoint``: the fp32 master
+weights, gathered from every rank's ZeRO 1–3 shards, on CPU, without GPUs or ranks); a ZeRO-0
+checkpoint holds the whole module already (``mp_rank_00_model_states.pt``) and is read as is.
+
+A checkpoint does not record the model's architecture, so the caller says what it was:
+
+* ``model=DIR``: the run's ``--model`` (a local HF folder): its config builds the model, the
+  weights are loaded into it, and ``save_pretrained`` writes ``OUT`` (safetensors + config, and
+  the folder's tokenizer files copied beside them). Loads with
+  ``AutoModelForCausalLM.from_pretrained(OUT)``.
+* ``ds_config=FILE`` (without ``model``): the reference loop's default GPT-2, rebuilt from the
+  run's ds_config exactly as :func:`curriculum_ds.train.build_model` does (its vocabulary comes
+  from the data's recorded ``vocab_size``, so the streams must still be readable); then as above.
+* neither (any other model): ``OUT/state_dict.pt``, a plain ``{name: tensor}`` for
+  ``model.load_state_dict(torch.load(path))``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from curriculum_ds.errors import ConfigError, ResumeError
+
+if TYPE_CHECKING:
+    from curriculum_ds.config import RunConfig
+
+__all__ = ["STATE_DICT_FILE", "Exported", "consolidated_state_dict", "export_checkpoint"]
+
+STATE_DICT_FILE = "state_dict.pt"
+"""The file written in ``OUT`` for a model that is not a HF model."""
+
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Exported:
+    """What :func:`export_checkpoint` wrote."""
+
+    out: Path
+    """The output folder."""
+    tag_dir: Path
+    """The checkpoint tag folder the weights came from."""
+    format: str
+    """``"hf"`` (a ``save_pretrained`` folder) or ``"state_dict"`` (``OUT/state_dict.pt``)."""
+    num_tensors: int
+    """Tensors in the consolidated state dict."""
+    num_parameters: int
+    """Elements of those tensors (tied weights counted once)."""
+
+
+def consolidated_state_dict(checkpoint: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+    """The whole model's weights from a DeepSpeed checkpoint, on CPU.
+
+    Args:
+        checkpoint: a checkpoints folder (its ``latest`` tag is used) or one tag folder.
+
+    Returns:
+        ``(tag folder, state_dict)``: fp32 master weights for ZeRO 1–3 (and for a bf16/fp16
+        ZeRO-0 run, whose optimizer keeps them); for a plain fp32 ZeRO-0 run the module's own
+        weights. Keys are the module's ``state_dict`` keys; tied weights share storage.
+
+    Raises:
+        ResumeError: ``checkpoint`` holds no DeepSpeed checkpoint, or its files cannot be read
+            (one line naming the folder).
+    """
+    from curriculum_ds.checkpoint import locate_checkpoint
+
+    path = Path(checkpoint)
+    if not path.is_dir():
+        raise ResumeError(f"{path}: no such checkpoint folder")
+    load_dir, tag = locate_checkpoint(path)
+    tag_dir = load_dir / tag
+    if not tag_dir.is_dir():
+        raise ResumeError(f"{load_dir / 'latest'} names {tag!r}, which is not a folder there")
+    _set_deepspeed_env()
+    import torch
+
+    try:
+        if any(tag_dir.glob("*zero_pp_rank_*_optim_states.pt")):
+            from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+            quiet = io.StringIO()  # its progress prints and bars
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                state = get_fp32_state_dict_from_zero_checkpoint(str(load_dir), tag=tag)
+        else:
+            model_states = tag_dir / "mp_rank_00_model_states.pt"
+            if not model_states.is_file():
+                raise ResumeError(
+                    f"{tag_dir}: no mp_rank_00_model_states.pt and no ZeRO optimizer shards: "
+                    "not a DeepSpeed checkpoint tag"
+                )
+            state = torch.load(model_states, map_location="cpu", weights_only=False)["module"]
+    except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        if isinstance(exc, ResumeError):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ResumeError(f"{tag_dir}: cannot consolidate this checkpoint ({first})") from None
+    return tag_dir, dict(state)
+
+
+def export_checkpoint(
+    checkpoint: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    model: str | os.PathLike[str] | None = None,
+    ds_config: str | os.PathLike[str] | RunConfig | None = None,
+) -> Exported:
+    """Write a checkpoint's model to ``out``: a HF ``save_pretrained`` folder or a state dict.
+
+    Deterministic; single process (no ``torch.distributed``); CPU only. ``out`` is written in a
+    temporary sibling folder renamed into place at the end, so a failed export leaves nothing.
+
+    Args:
+        checkpoint: a checkpoints folder (``latest`` is used) or one tag folder.
+        out: the output folder; must not exist, or be empty.
+        model: the run's local HF model folder (the architecture, and tokenizer files to copy).
+        ds_config: the run's ds_config (path or loaded ``RunConfig``), for the reference loop's
+            default GPT-2 when ``model`` is not given.
+
+    Returns:
+        What was written (:class:`Exported`).
+
+    Raises:
+        ConfigError: ``out`` is not empty, ``model`` is not a folder, the ds_config is invalid,
+            or the weights do not fit the architecture (names the first missing/unexpected key).
+        ResumeError: the checkpoint cannot be found or read.
+    """
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"export: {out} exists and is not an empty folder")
+    if model is not None and not Path(model).is_dir():
+        raise ConfigError(f"--model {model}: not a local model folder")
+    run = None
+    if model is None and ds_config is not None:
+        from curriculum_ds.config import RunConfig, load_config
+
+        run = ds_config if isinstance(ds_config, RunConfig) else load_config(Path(ds_config))
+    tag_dir, state = consolidated_state_dict(checkpoint)
+    import torch
+
+    tensors = [t for t in state.values() if torch.is_tensor(t)]
+    # tied weights are one storage under two names: count each (storage, size) once
+    num_parameters = sum({(t.data_ptr(), t.numel()): t.numel() for t in tensors}.values())
+    tmp = out.parent / f".{out.name}.export-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        if model is None and run is None:
+            torch.save(state, tmp / STATE_DICT_FILE)
+            fmt = "state_dict"
+        else:
+            hf_model = _build_hf_model(model, run)
+            _load_weights(hf_model, state, tag_dir)
+            hf_model.save_pretrained(tmp)
+            if model is not None:
+                for name in _TOKENIZER_FILES:
+                    if (Path(model) / name).is_file():
+                        shutil.copy2(Path(model) / name, tmp / name)
+            fmt = "hf"
+        if out.exists():
+            out.rmdir()  # empty (checked above)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Exported(
+        out=out,
+        tag_dir=tag_dir,
+        format=fmt,
+        num_tensors=len(state),
+        num_parameters=num_parameters,
+    )
+
+
+def _build_hf_model(model: str | os.PathLike[str] | None, run: RunConfig | None) -> Any:
+    """The architecture with fresh weights: from a HF folder's config, or the default GPT-2."""
+    if model is not None:
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        config = AutoConfig.from_pretrained(model)
+        return AutoModelForCausalLM.from_config(config)
+    assert run is not None  # the caller passes one of the two
+    from curriculum_ds.train import build_model
+
+    cfg = run.curriculum
+    return build_model(None, cfg, max(p.train_loader.max_seq_len for p in cfg.schedule))
+
+
+def _load_weights(hf_model: Any, state: dict[str, Any], tag_dir: Path) -> None:
+    """Load ``state`` into ``hf_model`` strictly, tied weights aside (they are re-tied)."""
+    result = hf_model.load_state_dict(state, strict=False)
+    tied = set(getattr(hf_model, "_tied_weights_keys", None) or [])
+    missing = [k for k in result.missing_keys if k not in tied]
+    if missing or result.unexpected_keys:
+        what = (
+            f"missing {len(missing)} key(s), e.g. {missing[0]!r}"
+            if missing
+            else f"{len(result.unexpected_keys)} unexpected key(s), e.g. "
+            f"{result.unexpected_keys[0]!r}"
+        )
+        raise ConfigError(
+            f"export: the weights of {tag_dir} do not fit {type(hf_model).__name__} ({what}); "
+            "pass the run's --model folder (or its --deepspeed-config for the default GPT-2)"
+        )
+    hf_model.tie_weights()
+
+
+def _set_deepspeed_env() -> None:
+    """DeepSpeed's CPU accelerator when there is no CUDA device (before it is imported)."""
+    import torch
+
+    from curriculum_ds.distributed import set_deepspeed_env
+
+    set_deepspeed_env(os.environ, cuda=bool(torch.cuda.is_available()))
