@@ -57,17 +57,57 @@ def main() -> None:
     show_default=True,
     help="max tokens per sample; longer documents are split",
 )
-def prepare(inputs: tuple[Path, ...], out: Path, tokenizer: Path | None, max_seq_len: int) -> None:
-    """Tokenize text files, folders or JSONL (`text` field) into MDS shards with metric columns."""
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["text", "jsonl", "json"]),
+    default=None,
+    help="read every input file in this format, whatever its suffix "
+    "(default: by suffix, files inside folders with other suffixes skipped)",
+)
+@click.option(
+    "--text-field",
+    default="text",
+    show_default=True,
+    help="the field holding the text in JSONL lines and JSON objects",
+)
+def prepare(
+    inputs: tuple[Path, ...],
+    out: Path,
+    tokenizer: Path | None,
+    max_seq_len: int,
+    format_: str | None,
+    text_field: str,
+) -> None:
+    """Tokenize text, JSONL or JSON files, or folders of them, into MDS shards with metrics.
+
+    The suffix decides how a file is read: .txt and .md are plain UTF-8 text, one document per
+    file; .jsonl holds one JSON object per line, its --text-field is a document; .json holds one
+    JSON array of documents, strings or objects with --text-field.
+
+    A named file with another suffix (.parquet, .csv, .py, ...) is refused before anything is
+    written; --format reads it anyway. Inside a folder (walked recursively, hidden entries
+    skipped), files with other suffixes are skipped and counted, as are text files that are
+    binary or not UTF-8; the summary line says what was skipped.
+    """
     from curriculum_ds.data import prepare as prepare_fn
 
     summary = prepare_fn(
-        list(inputs), out, tokenizer=tokenizer, max_seq_len=max_seq_len, progress=True
+        list(inputs),
+        out,
+        tokenizer=tokenizer,
+        max_seq_len=max_seq_len,
+        format=format_,
+        text_field=text_field,
+        progress=sys.stderr.isatty(),  # a bar only on a terminal: off one it is a single long line
     )
     click.echo(
         f"wrote {summary.num_samples:,} samples ({summary.num_tokens:,} tokens, "
         f"vocab {summary.vocab_size}) from {summary.num_documents:,} documents to {summary.out}"
     )
+    skipped = summary.describe_skipped()
+    if skipped:
+        click.echo(f"skipped in folders: {skipped} (--format reads other suffixes)")
 
 
 @main.command()

@@ -1,4 +1,4 @@
-"""Data: text, JSONL or folders of text → tokenized mosaicml-streaming (MDS) shards, and back.
+"""Data: text, JSONL, JSON arrays or folders of them → tokenized MDS shards, and back.
 
 The pipeline is ``read documents → tokenize (EOS appended) → split into samples of at most
 ``max_seq_len`` tokens → per-sample metrics → MDSWriter``. Everything is deterministic: the same
@@ -33,11 +33,12 @@ mosaicml-streaming first (see :func:`curriculum_ds.distributed.ensure_local_worl
 :func:`verify_stream` checks the shard files against ``index.json`` and decodes a few samples
 before any rank opens them (the data check of ``curriculum-ds validate`` and of every launch).
 
-Modules, one concern each: ``tokenizers`` (byte and HF tokenizers), ``documents`` (reading text,
-JSONL and folders), ``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``index``
-(``index.json`` and the sidecar file names), ``info`` (:func:`read_stream_info`), ``verify``
-(:func:`verify_stream`), ``streams`` (:func:`open_stream`, :func:`close_stream` and the
-mosaicml-streaming shared-memory workarounds). Every name below is re-exported here.
+Modules, one concern each: ``tokenizers`` (byte and HF tokenizers), ``documents`` (input
+formats; reading text, JSONL, JSON and folders), ``metrics`` (per-sample metrics), ``writer``
+(:func:`prepare`), ``index`` (``index.json`` and the sidecar file names), ``info``
+(:func:`read_stream_info`), ``verify`` (:func:`verify_stream`), ``streams`` (:func:`open_stream`,
+:func:`close_stream` and the mosaicml-streaming shared-memory workarounds). Every name below is
+re-exported here.
 """
 
 from curriculum_ds.data.documents import json_limit_reason

@@ -1,6 +1,10 @@
-"""Reading documents for :func:`curriculum_ds.data.prepare`: text files, JSONL files and folders.
+"""Reading documents for :func:`curriculum_ds.data.prepare`: text, JSONL and JSON files, folders.
 
-Errors name the file and line (``path:line``); files met inside a folder walk that are binary,
+The format of a file comes from its suffix (:data:`SUFFIX_FORMATS`) unless one is given for all
+inputs (``format=``, the CLI's ``--format``). A named file whose suffix names no format is
+refused before anything is read; inside a folder such files are skipped and counted by suffix
+(:attr:`ReadStats.skipped_suffixes`). Errors name the file and line (``path:line``), or the
+array element of a JSON file (``path[index]``); files met inside a folder walk that are binary,
 not UTF-8 or unreadable are skipped and counted instead. Deterministic: a folder is read in the
 order of its files' relative paths.
 """
@@ -9,30 +13,81 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from curriculum_ds.errors import DataError
 
 __all__ = [
+    "ACCEPTED_FORMATS",
+    "FORMATS",
+    "SUFFIX_FORMATS",
+    "InputFile",
     "ReadStats",
     "batched",
     "check_inputs",
+    "describe_skipped",
     "iter_documents",
     "json_limit_reason",
     "read_bytes",
 ]
 
-_JSONL_SUFFIXES = frozenset({".jsonl"})
+FORMATS: tuple[str, ...] = ("text", "jsonl", "json")
+"""The input formats: ``text`` (the whole UTF-8 file is one document), ``jsonl`` (one JSON object
+per non-blank line, its text field is a document), ``json`` (one JSON array whose elements are
+documents: strings, or objects with the text field)."""
+
+SUFFIX_FORMATS: dict[str, str] = {".txt": "text", ".md": "text", ".jsonl": "jsonl", ".json": "json"}
+"""The format each known suffix (compared in lower case) stands for; other suffixes need an
+explicit format."""
+
+ACCEPTED_FORMATS = ".txt and .md (plain text), .jsonl (JSON lines), .json (an array of documents)"
+"""The known suffixes in words, for error messages and help."""
 
 
 @dataclass
 class ReadStats:
-    """What reading skipped, filled in while :func:`iter_documents` runs."""
+    """What reading skipped, filled in by :func:`check_inputs` and :func:`iter_documents`."""
 
     num_skipped_files: int = 0
-    """Files skipped inside folders (binary, not UTF-8, unreadable)."""
+    """Files skipped inside folders for their content (binary, not UTF-8, unreadable)."""
+
+    skipped_suffixes: Counter[str] = field(default_factory=Counter)
+    """Files skipped inside folders because their suffix names no format, by lower-case suffix
+    (``""`` for none); only without an explicit format."""
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file to read, with its format."""
+
+    path: Path
+    format: str
+    """One of :data:`FORMATS`."""
+    named: bool
+    """Named by the user (errors are raised) rather than met in a folder walk (skipped)."""
+
+
+def describe_skipped(stats: ReadStats) -> str:
+    """What folder walks skipped, in one line; ``""`` when nothing was.
+
+    E.g. ``"3 files with other suffixes (.csv 2, .py 1), 1 binary, not UTF-8 or unreadable file"``.
+    """
+    parts = []
+    if stats.skipped_suffixes:
+        num = sum(stats.skipped_suffixes.values())
+        by_suffix = ", ".join(
+            f"{suffix or '(no suffix)'} {count}"
+            for suffix, count in sorted(stats.skipped_suffixes.items(), key=lambda kv: kv[0])
+        )
+        parts.append(f"{num} file{'s' if num != 1 else ''} with other suffixes ({by_suffix})")
+    if stats.num_skipped_files:
+        num = stats.num_skipped_files
+        parts.append(f"{num} binary, not UTF-8 or unreadable file{'s' if num != 1 else ''}")
+    return ", ".join(parts)
 
 
 def read_bytes(path: Path) -> bytes:
@@ -69,7 +124,33 @@ def json_limit_reason(err: ValueError | RecursionError) -> str:
     return detail
 
 
-def _iter_jsonl(path: Path, data: bytes) -> Iterator[str]:
+def _checked_text(value: str, where: str, what: str) -> str:
+    """``value`` if it encodes as UTF-8 (a JSON escape of a lone surrogate decodes to one)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = value[err.start]
+        raise DataError(
+            f"{where}: {what} is not valid Unicode (lone surrogate "
+            f"U+{ord(bad):04X} at character {err.start})"
+        ) from err
+    return value
+
+
+def _field_text(obj: dict[str, Any], where: str, text_field: str) -> str:
+    """The string under ``text_field`` of one JSON object (``where`` names it in errors)."""
+    if text_field not in obj:
+        keys = ", ".join(sorted(map(str, obj))) or "none"
+        raise DataError(f"{where}: missing field {text_field!r} (fields: {keys})")
+    value = obj[text_field]
+    if not isinstance(value, str):
+        raise DataError(
+            f"{where}: field {text_field!r} must be a string, got {type(value).__name__}"
+        )
+    return _checked_text(value, where, f"field {text_field!r}")
+
+
+def _iter_jsonl(path: Path, data: bytes, text_field: str) -> Iterator[str]:
     text = _decode_text(path, data)
     # Split on "\n" only: str.splitlines() would also cut at U+2028, U+0085, ..., which
     # json.dumps(ensure_ascii=False) leaves unescaped inside strings.
@@ -84,53 +165,62 @@ def _iter_jsonl(path: Path, data: bytes) -> Iterator[str]:
             raise DataError(f"{path}:{lineno}: invalid JSON ({json_limit_reason(err)})") from None
         if not isinstance(obj, dict):
             raise DataError(
-                f"{path}:{lineno}: expected a JSON object with a 'text' field, "
+                f"{path}:{lineno}: expected a JSON object with a {text_field!r} field, "
                 f"got {type(obj).__name__}"
             )
-        if "text" not in obj:
-            keys = ", ".join(sorted(map(str, obj))) or "none"
-            raise DataError(f"{path}:{lineno}: missing field 'text' (fields: {keys})")
-        value = obj["text"]
-        if not isinstance(value, str):
+        yield _field_text(obj, f"{path}:{lineno}", text_field)
+
+
+def _iter_json(path: Path, data: bytes, text_field: str) -> Iterator[str]:
+    """The documents of a JSON array: each element a string, or an object with ``text_field``."""
+    text = _decode_text(path, data)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from err
+    except (ValueError, RecursionError) as err:
+        raise DataError(f"{path}: invalid JSON ({json_limit_reason(err)})") from None
+    if not isinstance(doc, list):
+        raise DataError(
+            f"{path}: expected a JSON array of documents (strings or objects with a "
+            f"{text_field!r} field), got {type(doc).__name__}"
+        )
+    for idx, item in enumerate(doc):
+        where = f"{path}[{idx}]"
+        if isinstance(item, str):
+            yield _checked_text(item, where, "the document")
+        elif isinstance(item, dict):
+            yield _field_text(item, where, text_field)
+        else:
             raise DataError(
-                f"{path}:{lineno}: field 'text' must be a string, got {type(value).__name__}"
+                f"{where}: expected a string or an object with a {text_field!r} field, "
+                f"got {type(item).__name__}"
             )
-        try:
-            value.encode("utf-8")  # a "\ud800" escape decodes to a lone surrogate
-        except UnicodeEncodeError as err:
-            bad = value[err.start]
-            raise DataError(
-                f"{path}:{lineno}: field 'text' is not valid Unicode (lone surrogate "
-                f"U+{ord(bad):04X} at character {err.start})"
-            ) from err
-        yield value
 
 
-def _iter_file(path: Path, *, explicit: bool, stats: ReadStats) -> Iterator[str]:
-    """Documents of one file; in a folder walk, binary/undecodable/unreadable files are skipped."""
-    if explicit:
-        data = read_bytes(path)
+def _iter_file(file: InputFile, stats: ReadStats, text_field: str) -> Iterator[str]:
+    """Documents of one file; in a folder walk, binary/undecodable/unreadable text is skipped."""
+    if file.named:
+        data = read_bytes(file.path)
     else:
         try:
-            data = path.read_bytes()
+            data = file.path.read_bytes()
         except OSError:
             stats.num_skipped_files += 1
             return
-    if path.suffix.lower() in _JSONL_SUFFIXES:
-        yield from _iter_jsonl(path, data)
-        return
-    if not explicit:
-        if b"\0" in data:
-            stats.num_skipped_files += 1
-            return
+    if file.format == "jsonl":
+        yield from _iter_jsonl(file.path, data, text_field)
+    elif file.format == "json":
+        yield from _iter_json(file.path, data, text_field)
+    elif file.named:
+        yield _decode_text(file.path, data)
+    elif b"\0" in data:
+        stats.num_skipped_files += 1
+    else:
         try:
-            text = data.decode("utf-8-sig")
+            yield data.decode("utf-8-sig")
         except UnicodeDecodeError:
             stats.num_skipped_files += 1
-            return
-    else:
-        text = _decode_text(path, data)
-    yield text
 
 
 def _walk_folder(folder: Path) -> list[Path]:
@@ -148,32 +238,75 @@ def _walk_folder(folder: Path) -> list[Path]:
     return files
 
 
-def check_inputs(inputs: Sequence[Path]) -> list[Path]:
-    """The inputs as paths; ``DataError`` for none given, or one missing or not a file/folder."""
+def _unknown_format(path: Path) -> DataError:
+    suffix = path.suffix.lower()
+    kind = f"suffix {suffix!r}" if suffix else "no suffix"
+    return DataError(
+        f"{path}: unknown input format ({kind}); prepare reads {ACCEPTED_FORMATS}; "
+        "to read it anyway, name its format with --format text, jsonl or json"
+    )
+
+
+def check_inputs(
+    inputs: Sequence[Path], *, format: str | None = None, stats: ReadStats
+) -> list[InputFile]:
+    """The files to read, each with its format, checked before anything is read or written.
+
+    Folders are listed here (recursively, hidden entries skipped, sorted by relative path). Without
+    ``format``, a file inside a folder whose suffix names no format is skipped and counted in
+    ``stats.skipped_suffixes``.
+
+    Args:
+        inputs: Files and folders, in the order given.
+        format: One of :data:`FORMATS` for every file, or ``None`` to decide by suffix
+            (:data:`SUFFIX_FORMATS`).
+        stats: Filled in with what folder listings skipped.
+
+    Returns:
+        The files, in reading order. Deterministic.
+
+    Raises:
+        DataError: no inputs, an unknown ``format``, an input missing or not a file/folder, or a
+            named file whose suffix names no format (without ``format``).
+    """
+    if format is not None and format not in FORMATS:
+        raise DataError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
     paths = [Path(p) for p in inputs]
     if not paths:
-        raise DataError("no inputs given: pass text files, JSONL files or folders")
+        raise DataError("no inputs given: pass text, JSONL or JSON files, or folders")
+    files: list[InputFile] = []
     for path in paths:
         if not path.exists():
             raise DataError(f"input not found: {path}")
-        if not (path.is_file() or path.is_dir()):
-            raise DataError(f"input is neither a file nor a folder: {path}")
-    return paths
-
-
-def iter_documents(paths: Sequence[Path], stats: ReadStats) -> Iterator[str]:
-    """Every document of the inputs, in order (see :func:`curriculum_ds.data.prepare`).
-
-    Raises:
-        DataError: a named file is unreadable or not UTF-8, or a JSONL line is not an object with
-            a string ``text`` field (``path:line``).
-    """
-    for path in paths:
         if path.is_dir():
             for file in _walk_folder(path):
-                yield from _iter_file(file, explicit=False, stats=stats)
+                file_format = format or SUFFIX_FORMATS.get(file.suffix.lower())
+                if file_format is None:
+                    stats.skipped_suffixes[file.suffix.lower()] += 1
+                else:
+                    files.append(InputFile(file, file_format, named=False))
+        elif path.is_file():
+            file_format = format or SUFFIX_FORMATS.get(path.suffix.lower())
+            if file_format is None:
+                raise _unknown_format(path)
+            files.append(InputFile(path, file_format, named=True))
         else:
-            yield from _iter_file(path, explicit=True, stats=stats)
+            raise DataError(f"input is neither a file nor a folder: {path}")
+    return files
+
+
+def iter_documents(
+    files: Sequence[InputFile], stats: ReadStats, *, text_field: str = "text"
+) -> Iterator[str]:
+    """Every document of the files, in order (see :func:`curriculum_ds.data.prepare`).
+
+    Raises:
+        DataError: a named file is unreadable or not UTF-8; a JSONL line is not an object with a
+            string ``text_field`` (``path:line``); a JSON file is not an array of strings or such
+            objects (``path`` or ``path[index]``); a document holds a lone surrogate.
+    """
+    for file in files:
+        yield from _iter_file(file, stats, text_field)
 
 
 def batched(docs: Iterator[str], size: int) -> Iterator[list[str]]:

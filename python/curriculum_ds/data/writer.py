@@ -9,18 +9,28 @@ into place. The module is named ``writer`` rather than ``prepare`` so that the f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
 import zipfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from curriculum_ds.data.documents import ReadStats, batched, check_inputs, iter_documents
+from curriculum_ds.data.documents import (
+    ACCEPTED_FORMATS,
+    FORMATS,
+    ReadStats,
+    batched,
+    check_inputs,
+    describe_skipped,
+    iter_documents,
+)
 from curriculum_ds.data.index import DATASET_FORMAT, META_FILENAME, METRICS_FILENAME
 from curriculum_ds.data.metrics import METRIC_COLUMNS, compression_ratio, token_entropy
 from curriculum_ds.data.tokenizers import load_tokenizer
@@ -70,7 +80,10 @@ class PrepareSummary:
         num_samples: Samples written (MDS rows).
         num_tokens: Tokens written, EOS included, summed over samples.
         vocab_size: Tokenizer vocabulary size; every id is in ``[0, vocab_size)``.
-        num_skipped_files: Files skipped inside folders (binary, not UTF-8, unreadable).
+        num_skipped_files: Files skipped inside folders for their content (binary, not UTF-8,
+            unreadable).
+        skipped_suffixes: Files skipped inside folders because their suffix names no format
+            (without ``format``), by lower-case suffix (``""``: none).
     """
 
     out: Path
@@ -79,6 +92,11 @@ class PrepareSummary:
     num_tokens: int
     vocab_size: int
     num_skipped_files: int = 0
+    skipped_suffixes: dict[str, int] = field(default_factory=dict)
+
+    def describe_skipped(self) -> str:
+        """What folder walks skipped, in one line; ``""`` when nothing was."""
+        return describe_skipped(ReadStats(self.num_skipped_files, Counter(self.skipped_suffixes)))
 
 
 def _check_out_not_in_inputs(out: Path, inputs: Sequence[Path]) -> None:
@@ -127,17 +145,27 @@ def prepare(
     max_seq_len: int = 1024,
     min_tokens: int = 2,
     size_limit: int | None = None,
+    format: str | None = None,
+    text_field: str = "text",
     progress: bool = False,
 ) -> PrepareSummary:
     """Tokenize text into MDS shards with per-sample metric columns.
 
-    Inputs, in the order given:
+    Inputs, in the order given, each file read in its format (:data:`FORMATS`), which its suffix
+    decides unless ``format`` is given:
 
-    * a ``.jsonl`` file: one JSON object per non-blank line, its ``text`` string is a document;
-    * any other file (``.txt``, ``.md``, ``.py``, ...): the whole file (UTF-8) is one document;
+    * ``.txt``, ``.md`` (``text``): the whole file (UTF-8) is one document;
+    * ``.jsonl`` (``jsonl``): one JSON object per non-blank line, its ``text_field`` string is a
+      document;
+    * ``.json`` (``json``): one JSON array; each element is a document, a string or an object
+      with a ``text_field`` string;
+    * any other suffix (``.parquet``, ``.csv``, ``.py``, ...) names no format: a named file is
+      refused before anything is read or written (``format`` reads it anyway);
     * a folder: every file under it, recursively, sorted by relative path, hidden entries
-      skipped, each read as above; binary (NUL byte), non-UTF-8 or unreadable files are skipped
-      and counted in ``num_skipped_files``.
+      skipped, each read as above. Files whose suffix names no format are skipped and counted by
+      suffix in ``skipped_suffixes`` (with ``format``, every file is read in that format);
+      text files that are binary (NUL byte) or not UTF-8, and unreadable files, are skipped and
+      counted in ``num_skipped_files``.
 
     Each non-empty document is tokenized (EOS appended when the tokenizer has one) and cut into
     consecutive samples of ``max_seq_len`` tokens; a trailing piece shorter than ``min_tokens`` is
@@ -159,16 +187,22 @@ def prepare(
         max_seq_len: Tokens per sample at most, EOS included; ``>= 2``.
         min_tokens: Shortest sample kept, in tokens; in ``[1, max_seq_len]``.
         size_limit: MDS shard size limit in bytes (``None``: streaming's default, 64 MiB).
-        progress: Show a progress bar (documents) on stderr.
+        format: ``"text"``, ``"jsonl"`` or ``"json"`` for every input file, or ``None`` to
+            decide by suffix.
+        text_field: The field of a JSONL line's or JSON element's object that holds the text.
+        progress: Show a progress bar (documents) on stderr, from the first batch of documents
+            read: a refused input (missing, unknown format, empty, bad first file) draws none.
 
     Returns:
         A :class:`PrepareSummary`.
 
     Raises:
-        DataError: no inputs, a missing/unreadable/non-UTF-8 named file (``path:line``), a JSONL
-            line that is not an object with a string ``text`` field or whose text holds a lone
-            surrogate (``path:line``), a bad argument, a non-empty ``out``, an ``out`` inside an
-            input folder, or inputs that yield no sample. Nothing is written under ``out``.
+        DataError: no inputs, a missing/unreadable/non-UTF-8 named file (``path:line``), a named
+            file whose suffix names no format, a JSONL line that is not an object with a string
+            ``text_field`` or whose text holds a lone surrogate (``path:line``), a JSON file that
+            is not an array of such documents (``path`` or ``path[index]``), a bad argument, a
+            non-empty ``out``, an ``out`` inside an input folder, or inputs that yield no sample.
+            Nothing is written under ``out``.
     """
     from streaming import MDSWriter
     from tqdm import tqdm
@@ -183,7 +217,13 @@ def prepare(
         raise DataError(f"min_tokens must be in [1, max_seq_len={max_seq_len}], got {min_tokens}")
     if size_limit is not None and not 0 < size_limit < 2**32:
         raise DataError(f"size_limit must be in (0, 2**32) bytes, got {size_limit}")
-    paths = check_inputs(inputs)
+    if not isinstance(text_field, str) or not text_field:
+        raise DataError(f"text_field must be a non-empty string, got {text_field!r}")
+    if format is not None and format not in FORMATS:
+        raise DataError(f"format must be one of {', '.join(FORMATS)} or None, got {format!r}")
+    stats = ReadStats()
+    files = check_inputs(inputs, format=format, stats=stats)
+    paths = [Path(p) for p in inputs]
     _check_out_not_in_inputs(out, paths)
     _check_out(out)
     tok = load_tokenizer(tokenizer)
@@ -196,7 +236,6 @@ def prepare(
         _remove_empty_folders(created)
         raise DataError(f"cannot create the output folder {out}: {err.strerror or err}") from None
     try:
-        stats = ReadStats()
         num_documents = 0
         lengths: list[int] = []
         entropies: list[float] = []
@@ -209,9 +248,17 @@ def prepare(
         }
         if size_limit is not None:
             writer_kwargs["size_limit"] = size_limit
-        bar = tqdm(desc="prepare", unit="doc", disable=not progress, leave=False)
-        with bar, MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs) as writer:
-            for batch in batched(iter_documents(paths, stats), _HF_ENCODE_BATCH):
+        bar: Any = None
+        docs = batched(iter_documents(files, stats, text_field=text_field), _HF_ENCODE_BATCH)
+        with contextlib.ExitStack() as stack:
+            writer = stack.enter_context(
+                MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs)
+            )
+            for batch in docs:
+                if bar is None:  # drawn once documents were read: a refused input draws none
+                    bar = stack.enter_context(
+                        tqdm(desc="prepare", unit="doc", disable=not progress, leave=False)
+                    )
                 for ids in tok.encode_documents(batch):
                     num_documents += 1
                     for piece in split_document(ids, max_seq_len, min_tokens):
@@ -234,7 +281,11 @@ def prepare(
                 bar.update(len(batch))
         if num_documents == 0:
             shown = ", ".join(str(p) for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
-            raise DataError(f"no documents found in inputs: {shown}")
+            skipped = describe_skipped(stats)
+            raise DataError(
+                f"no documents found in inputs: {shown}"
+                + (f" (skipped {skipped}; reads {ACCEPTED_FORMATS})" if skipped else "")
+            )
         if not lengths:
             raise DataError(
                 f"no samples: all {num_documents} documents are shorter than "
@@ -279,4 +330,5 @@ def prepare(
         num_tokens=num_tokens,
         vocab_size=tok.vocab_size,
         num_skipped_files=stats.num_skipped_files,
+        skipped_suffixes=dict(sorted(stats.skipped_suffixes.items())),
     )

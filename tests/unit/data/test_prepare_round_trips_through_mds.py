@@ -69,7 +69,7 @@ def test_jsonl_round_trip_samples_never_span_documents(tmp_path: Path) -> None:
         assert r["num_tokens"] == ids.size <= 8
 
 
-def test_folder_recursive_sorted_skips_binaries(tmp_path: Path) -> None:
+def test_folder_recursive_sorted_skips_other_suffixes_and_binaries(tmp_path: Path) -> None:
     root = tmp_path / "corpus"
     write(root / "b.txt", "bee")
     write(root / "a" / "z.py", "zed")
@@ -79,15 +79,25 @@ def test_folder_recursive_sorted_skips_binaries(tmp_path: Path) -> None:
     write(root / ".hidden" / "h.txt", "hidden")
     write(root / ".dotfile", "dot")
     summary = prepare([root], tmp_path / "ds")
-    assert summary.num_skipped_files == 2
+    assert summary.skipped_suffixes == {".bin": 1, ".py": 1}  # no format of their own
+    assert summary.num_skipped_files == 1  # latin1.txt is not UTF-8
+    assert summary.describe_skipped() == (
+        "2 files with other suffixes (.bin 1, .py 1), 1 binary, not UTF-8 or unreadable file"
+    )
     docs = documents_of(read_all(tmp_path / "ds"), eos_id=256)
-    # sorted by relative path: a/y.jsonl, a/z.py, b.txt
-    assert [bytes(d).decode() for d in docs] == ["why", "zed", "bee"]
+    # sorted by relative path: a/y.jsonl, b.txt
+    assert [bytes(d).decode() for d in docs] == ["why", "bee"]
+    # format="text" reads every file as text: the binary and latin-1 files skipped for content
+    summary = prepare([root], tmp_path / "ds_text", format="text")
+    assert summary.skipped_suffixes == {}
+    assert summary.num_skipped_files == 2
+    docs = documents_of(read_all(tmp_path / "ds_text"), eos_id=256)
+    assert [bytes(d).decode() for d in docs] == ['{"text": "why"}\n', "zed", "bee"]
 
 
 def test_inputs_kept_in_given_order(tmp_path: Path) -> None:
     a = write(tmp_path / "a.txt", "alpha")
-    b = write(tmp_path / "b.rst", "beta")
+    b = write(tmp_path / "b.md", "beta")
     prepare([b, a], tmp_path / "ds")
     docs = documents_of(read_all(tmp_path / "ds"), eos_id=256)
     assert [bytes(d).decode() for d in docs] == ["beta", "alpha"]
