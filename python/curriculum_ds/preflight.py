@@ -1,31 +1,51 @@
-"""Data preflight: the checks every run's data passes before any rank starts.
+"""Preflight: the checks every run's config, model and data pass before any rank starts.
 
-One module that ``curriculum-ds validate``, ``curriculum-ds launch`` and training itself call
-(through :func:`curriculum_ds.config.load_config` with ``check_data=True``):
-:func:`check_streams` checks each stream of a validated curriculum (shard files against
-``index.json``, a decoded probe, one tokenizer and vocabulary for all streams, token ids within
-the model's vocabulary, finite values in the dynamic re-weighting's metric column), and
-:func:`stream_infos` reads each distinct stream's :class:`~curriculum_ds.data.StreamInfo` once.
-Every refusal is a :class:`~curriculum_ds.errors.ConfigError` of one line naming the JSON path
-and phase of the stream. Reads the streams' metadata, shard headers and a few samples; touches
-no RNG; deterministic.
+One module that ``curriculum-ds validate``, ``curriculum-ds launch``, the plugin API
+(``curriculum_ds.initialize``/``attach``) and training itself reach through
+:func:`curriculum_ds.config.load_config`:
+
+* the DeepSpeed part of the ds_config, by DeepSpeed's own config models, unknown top-level keys
+  with a did-you-mean, scheduler parameters, monitor packages
+  (:func:`deepspeed_config_errors`, implemented in :mod:`curriculum_ds.config.deepspeed`);
+* the model's context: every phase's ``max_seq_len`` against the positions the model can embed
+  (:func:`check_model_context`, from ``--model``'s ``config.json`` or a live module);
+* with ``check_data=True``, the data: :func:`check_streams` checks each stream of a validated
+  curriculum (shard files against ``index.json``, a decoded probe, one tokenizer and vocabulary
+  for all streams, token ids within the model's vocabulary, finite values in the dynamic
+  re-weighting's metric column), and :func:`stream_infos` reads each distinct stream's
+  :class:`~curriculum_ds.data.StreamInfo` once.
+
+Every refusal is a :class:`~curriculum_ds.errors.ConfigError` of one line per problem naming the
+JSON path (and phase). Reads the model's config.json, the streams' metadata, shard headers and a
+few samples; touches no RNG; deterministic.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from curriculum_ds.config.messages import show_value
+from curriculum_ds.config.deepspeed import deepspeed_config_errors
+from curriculum_ds.config.messages import join_errors, show_value
 from curriculum_ds.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from curriculum_ds.config.models import CurriculumConfig, PhaseConfig
     from curriculum_ds.data import StreamInfo
 
-__all__ = ["check_streams", "read_stream_info_checked", "stream_infos", "verify_stream_checked"]
+__all__ = [
+    "POSITION_KEYS",
+    "check_model_context",
+    "check_streams",
+    "deepspeed_config_errors",
+    "model_max_positions",
+    "read_stream_info_checked",
+    "stream_infos",
+    "verify_stream_checked",
+]
 
 
 def read_stream_info_checked(local: str) -> StreamInfo:
@@ -103,11 +123,11 @@ def verify_stream_checked(local: str, *, verify_hashes: bool = False) -> tuple[i
     return verify_stream(local, verify_hashes=verify_hashes)
 
 
-def _model_vocab_size(model: str | Path) -> int:
-    """``vocab_size`` of a local HF model folder's ``config.json`` (or of its ``text_config``).
+def _model_config(model: str | Path) -> dict[str, Any]:
+    """The parsed ``config.json`` of a local HF model folder.
 
     Raises:
-        ConfigError: ``--model ...``: not a folder, no readable config.json, no vocab_size.
+        ConfigError: ``--model ...``: not a folder, no config.json, unreadable or not an object.
     """
     folder = Path(model)
     if not folder.is_dir():
@@ -120,8 +140,20 @@ def _model_vocab_size(model: str | Path) -> int:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         detail = str(exc).replace("\n", " ")
         raise ConfigError(f"--model {model}: cannot read config.json: {detail}") from None
-    vocab = raw.get("vocab_size") if isinstance(raw, dict) else None
-    if vocab is None and isinstance(raw, dict) and isinstance(raw.get("text_config"), dict):
+    if not isinstance(raw, dict):
+        raise ConfigError(f"--model {model}: config.json is not a JSON object")
+    return raw
+
+
+def _model_vocab_size(model: str | Path) -> int:
+    """``vocab_size`` of a local HF model folder's ``config.json`` (or of its ``text_config``).
+
+    Raises:
+        ConfigError: ``--model ...``: not a folder, no readable config.json, no vocab_size.
+    """
+    raw = _model_config(model)
+    vocab = raw.get("vocab_size")
+    if vocab is None and isinstance(raw.get("text_config"), dict):
         vocab = raw["text_config"].get("vocab_size")
     if isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1:
         raise ConfigError(
@@ -129,6 +161,94 @@ def _model_vocab_size(model: str | Path) -> int:
             f"got {show_value(vocab)}"
         )
     return vocab
+
+
+POSITION_KEYS = (
+    "n_positions",
+    "max_position_embeddings",
+    "n_ctx",
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+)
+"""The names HF configs (GPT-2, Llama/BERT, GPT-J, BLOOM-style, ChatGLM) and user models give
+the number of positions a model can embed, in the order they are read."""
+
+
+def _positions_in(config: Any) -> tuple[int, str] | None:
+    """``(positions, key)`` of the first :data:`POSITION_KEYS` entry a config dict/object holds."""
+    for key in POSITION_KEYS:
+        value = config.get(key) if isinstance(config, Mapping) else getattr(config, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, key
+    return None
+
+
+def model_max_positions(model: Any) -> tuple[int, str] | None:
+    """The longest sequence a model can embed, and where that number was read.
+
+    Args:
+        model: a local HF model folder (``str``/``Path``: its ``config.json``, or the
+            ``text_config`` inside it), or a live ``torch.nn.Module`` (a DeepSpeed engine's
+            ``.module`` is used): its ``.config`` when it has one (a HF ``PretrainedConfig``),
+            else an attribute ``max_seq_len`` or ``max_position_embeddings`` the user declared.
+
+    Returns:
+        ``(positions, source)``, e.g. ``(256, "n_positions in gpt2/config.json")``, or None when
+        the model declares none (then its context is unchecked).
+
+    Raises:
+        ConfigError: a folder that is not a model folder or whose config.json cannot be read.
+    """
+    if isinstance(model, str | os.PathLike):
+        raw = _model_config(Path(model))
+        for config, where in ((raw, ""), (raw.get("text_config"), "text_config.")):
+            found = _positions_in(config) if isinstance(config, Mapping) else None
+            if found is not None:
+                return found[0], f"{where}{found[1]} in {Path(model) / 'config.json'}"
+        return None
+    module = getattr(model, "module", model)  # a DeepSpeed engine wraps the user's module
+    name = type(module).__name__
+    config = getattr(module, "config", None)
+    if config is not None:
+        found = _positions_in(config)
+        if found is not None:
+            return found[0], f"{found[1]} of {name}.config"
+    for attr in ("max_seq_len", "max_position_embeddings"):
+        value = getattr(module, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, f"{name}.{attr}"
+    return None
+
+
+def check_model_context(cfg: CurriculumConfig, model: Any) -> None:
+    """Refuse phases whose ``max_seq_len`` exceeds the positions the model can embed.
+
+    A longer sample would index past the position embedding (``IndexError: index out of range
+    in self``) in the middle of training, when the phase reaches it.
+
+    Args:
+        cfg: the validated curriculum.
+        model: as in :func:`model_max_positions` (a folder or a live module); a model that
+            declares no maximum is not checked.
+
+    Raises:
+        ConfigError: one line per phase that is too long, ``curriculum.schedule[1] ("mix")
+            .train_loader.max_seq_len: 512 exceeds the model's 256 positions (n_positions in
+            DIR/config.json)``, or a model folder that cannot be read.
+    """
+    found = model_max_positions(model)
+    if found is None:
+        return
+    positions, source = found
+    errors = [
+        f"curriculum.schedule[{i}] ({show_value(phase.name)}).train_loader.max_seq_len: "
+        f"{phase.train_loader.max_seq_len} exceeds the model's {positions} positions ({source})"
+        for i, phase in enumerate(cfg.schedule)
+        if phase.train_loader.max_seq_len > positions
+    ]
+    if errors:
+        raise ConfigError(join_errors(errors))
 
 
 def _stream_path(i: int, phase: PhaseConfig, j: int) -> str:

@@ -1,16 +1,18 @@
-"""One-line messages for pydantic ValidationErrors of the ``curriculum`` section.
+"""One-line messages for pydantic ValidationErrors of the ``curriculum`` section (and DeepSpeed's).
 
-Every validation failure becomes ONE line that starts with the JSON path of the offending field
+Every validation problem becomes ONE line that starts with the JSON path of the offending field
 and, inside the schedule, the phase name, e.g. ``curriculum.schedule[1] ("mix").duration: expected
 "<int>tok" or "<number>ep", got "12 tokens"``. pydantic's structured errors are converted into
 that form here, in one place (:func:`format_validation_error`); hand-written checks of the models
-raise :func:`custom_error` so that their message is kept as written.
+raise :func:`custom_error` so that their message is kept as written. Several problems are
+shown one line each, at most :data:`MAX_ERROR_LINES` (:func:`join_errors`).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 import types
 import typing
 from fractions import Fraction
@@ -19,7 +21,18 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
-__all__ = ["CUSTOM_ERROR_TYPE", "custom_error", "format_validation_error", "show_value"]
+__all__ = [
+    "CUSTOM_ERROR_TYPE",
+    "MAX_ERROR_LINES",
+    "custom_error",
+    "format_validation_error",
+    "join_errors",
+    "show_value",
+    "validation_error_lines",
+]
+
+MAX_ERROR_LINES = 20
+"""At most this many problems are shown, one line each; a last line counts the rest."""
 
 CUSTOM_ERROR_TYPE = "curriculum"
 """The pydantic error type of every hand-written check; ``ctx["subloc"]`` (optional) is a loc
@@ -97,7 +110,11 @@ def _error_message(err: Any, loc: tuple[str | int, ...], model: type[BaseModel])
         return str(ctx.get("msg", err["msg"]))
     if kind == "extra_forbidden":
         owner = _model_at(model, loc[:-1])
-        allowed = sorted(owner.model_fields) if owner is not None else []
+        allowed = (
+            sorted(f.alias or name for name, f in owner.model_fields.items())
+            if owner is not None
+            else []
+        )
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
         if close:
             return f'unknown key (did you mean "{close[0]}"?)'
@@ -123,6 +140,13 @@ def _error_message(err: Any, loc: tuple[str | int, ...], model: type[BaseModel])
         return f"must have at least {ctx.get('min_length')} item(s), got {len(got or [])}"
     if kind == "finite_number":
         return f"must be a finite number, got {show_value(got)}"
+    if kind == "enum":  # DeepSpeed's ZeroStageEnum lists 3 twice ("0, 1, 2, 3 or 3")
+        values = list(dict.fromkeys(re.split(r", | or ", str(ctx.get("expected", "")))))
+        shown = ", ".join(values[:-1]) + " or " + values[-1] if len(values) > 1 else values[0]
+        return f"expected one of {shown.replace(chr(39), chr(34))}, got {show_value(got)}"
+    if kind in ("value_error", "assertion_error"):
+        detail = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        return f"{detail}, got {show_value(got)}"
     if kind == "literal_error":
         expected_values = str(ctx.get("expected", "")).replace("'", '"')
         return f"expected one of {expected_values}, got {show_value(got)}"
@@ -142,37 +166,51 @@ def _error_message(err: Any, loc: tuple[str | int, ...], model: type[BaseModel])
     return f"{err['msg']}, got {show_value(got)}"
 
 
-def format_validation_error(
+def validation_error_lines(
     exc: ValidationError, raw: Any, *, model: type[BaseModel], root: str = "curriculum"
-) -> str:
-    """Turn a pydantic ValidationError into one line: ``<root>.<path> [("<phase>")]: <problem>``.
+) -> list[str]:
+    """Every problem of a pydantic ValidationError, one line each: ``<root>.<path>: <problem>``.
 
-    Only the first problem is reported (an unknown key first: a typo explains the "required
-    field" error it causes), with ``(+N more errors)`` when there are several.
+    An unknown key comes first (a typo, "max_duraton", explains the "required field" error it
+    causes); one field failing several union branches is one problem.
 
     Args:
         exc: What ``model.model_validate(raw)`` raised.
         raw: The validated JSON value, for the phase names shown in the path.
         model: The model class that was validated (for the allowed keys of an unknown key).
-        root: The JSON path of ``raw`` (``"curriculum"``).
+        root: The JSON path of ``raw`` (``"curriculum"``; ``""`` for the top level).
 
     Returns:
-        The message, without newlines. Deterministic.
+        The lines, without newlines, in pydantic's order (unknown keys first). Deterministic.
     """
     messages: list[str] = []
-    # an unknown key first: a typo ("max_duraton") explains the "required field" error it causes
     errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
     for err in errors:
         loc = tuple(err["loc"])
         ctx = err.get("ctx") or {}
         if err["type"] == CUSTOM_ERROR_TYPE and ctx.get("subloc"):
             loc = loc + tuple(ctx["subloc"])
-        path = _format_loc(loc, raw, root) or root
-        if messages and any(m.startswith(f"{path}: ") for m in messages):
+        path = _format_loc(loc, raw, root) or root or "ds_config"
+        if any(m.startswith(f"{path}: ") for m in messages):
             continue  # one field failing several union branches is one problem
-        messages.append(f"{path}: {_error_message(err, loc, model)}")
-    message = messages[0]
-    if len(messages) > 1:
-        more = len(messages) - 1
-        message += f" (+{more} more error{'s' if more > 1 else ''})"
-    return message.replace("\n", " ")
+        messages.append(f"{path}: {_error_message(err, loc, model)}".replace("\n", " "))
+    return messages
+
+
+def join_errors(lines: list[str]) -> str:
+    """Problems as one message: one line each, at most :data:`MAX_ERROR_LINES`, then a count."""
+    shown = [" ".join(line.split("\n")) for line in lines[:MAX_ERROR_LINES]]
+    hidden = len(lines) - len(shown)
+    if hidden:
+        shown.append(f"(+{hidden} more error{'s' if hidden > 1 else ''} not shown)")
+    return "\n".join(shown)
+
+
+def format_validation_error(
+    exc: ValidationError, raw: Any, *, model: type[BaseModel], root: str = "curriculum"
+) -> str:
+    """Every problem of a ValidationError, one line each, at most :data:`MAX_ERROR_LINES`.
+
+    See :func:`validation_error_lines` and :func:`join_errors`. Deterministic.
+    """
+    return join_errors(validation_error_lines(exc, raw, model=model, root=root))

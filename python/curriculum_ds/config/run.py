@@ -16,7 +16,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curriculum_ds.config.messages import format_validation_error, show_value
+from curriculum_ds.config.messages import (
+    format_validation_error,
+    join_errors,
+    show_value,
+    validation_error_lines,
+)
 from curriculum_ds.config.models import (
     MAX_GLOBAL_BATCH_SIZE,
     MAX_MICRO_BATCH_TOKENS,
@@ -37,8 +42,8 @@ def parse_curriculum(raw: Any) -> CurriculumConfig:
         The frozen, validated config.
 
     Raises:
-        ConfigError: one line ``curriculum.<path> [("<phase>")]...: <problem>``; only the first
-            problem is reported, with ``(+N more errors)`` when there are several.
+        ConfigError: one line per problem, ``curriculum.<path> [("<phase>")]...: <problem>``
+            (at most :data:`~curriculum_ds.config.messages.MAX_ERROR_LINES`, then a count).
     """
     if not isinstance(raw, dict):
         raise ConfigError(f"curriculum: expected an object, got {show_value(raw)}")
@@ -48,6 +53,16 @@ def parse_curriculum(raw: Any) -> CurriculumConfig:
         raise ConfigError(format_validation_error(exc, raw, model=CurriculumConfig)) from None
 
 
+def _curriculum_errors(raw: Any) -> tuple[CurriculumConfig | None, list[str]]:
+    """The parsed section, or None and its problems, one line each."""
+    if not isinstance(raw, dict):
+        return None, [f"curriculum: expected an object, got {show_value(raw)}"]
+    try:
+        return CurriculumConfig.model_validate(raw), []
+    except ValidationError as exc:
+        return None, validation_error_lines(exc, raw, model=CurriculumConfig)
+
+
 def _positive_int(ds_config: dict[str, Any], key: str, default: int | None) -> int:
     value = ds_config.get(key, default)
     if value is None:
@@ -55,6 +70,21 @@ def _positive_int(ds_config: dict[str, Any], key: str, default: int | None) -> i
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"{key}: must be a positive integer, got {show_value(value)}")
     return value
+
+
+def _batch_key_errors(ds_config: dict[str, Any]) -> list[str]:
+    """The batch-size keys' type problems, one line each (positive ints; micro batch required)."""
+    errors = []
+    for key, default in (
+        ("train_micro_batch_size_per_gpu", None),
+        ("gradient_accumulation_steps", 1),
+        ("train_batch_size", 1),
+    ):
+        try:
+            _positive_int(ds_config, key, default)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    return errors
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -191,14 +221,28 @@ def load_config(
         raise ConfigError(f"{path}: invalid JSON: {json_limit_reason(exc)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a JSON object at the top level, got {show_value(raw)}")
-    if "curriculum" not in raw:
-        raise ConfigError(f'curriculum: required field is missing (no "curriculum" in {path})')
-    curriculum = parse_curriculum(raw["curriculum"])
+    # every problem of the file at once, one line each: unknown top-level keys (a misspelt
+    # "curriculum" among them), the curriculum section, DeepSpeed's part
+    from curriculum_ds.preflight import check_model_context, deepspeed_config_errors
+
     ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
+    errors = _batch_key_errors(ds_config)
+    # DeepSpeed's own batch assertions would repeat a bad batch key less clearly
+    errors += deepspeed_config_errors(ds_config, build=not errors)
+    curriculum: CurriculumConfig | None = None
+    if "curriculum" in raw:
+        curriculum, curriculum_errors = _curriculum_errors(raw["curriculum"])
+        errors = curriculum_errors + errors
+    elif not any('did you mean "curriculum"' in line for line in errors):
+        errors.insert(0, f'curriculum: required field is missing (no "curriculum" in {path})')
+    if errors or curriculum is None:
+        raise ConfigError(join_errors(errors))
     run = RunConfig(ds_config=ds_config, curriculum=curriculum, path=path)
     run.check_batch_sizes()  # also validates the two keys' types
+    if model is not None:
+        check_model_context(curriculum, model)
     if check_data:
-        from curriculum_ds.preflight import check_streams  # imports this package's messages
+        from curriculum_ds.preflight import check_streams
 
         check_streams(curriculum, model=model, strict=strict)
     return run

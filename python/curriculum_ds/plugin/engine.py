@@ -32,7 +32,9 @@ def load_run_config(config: Any, *, check_data: bool = True) -> RunConfig:
             token ids within the recorded vocabulary) as ``curriculum-ds validate`` does.
 
     Raises:
-        ConfigError: one line naming the field (JSON path) and the phase.
+        ConfigError: one line per problem naming the field (JSON path) and the phase: the
+            ``curriculum`` section, the DeepSpeed part (DeepSpeed's own config models, unknown
+            top-level keys, scheduler params, monitor packages; :mod:`curriculum_ds.preflight`).
         DataError: a stream's data is missing or malformed (names the file).
     """
     import json
@@ -118,8 +120,11 @@ def initialize(
         ``load_checkpoint`` to resume).
 
     Raises:
-        ConfigError: the config is invalid (names the field), or a DeepSpeed ``config`` keyword
-            was given.
+        ConfigError: the config is invalid (names the field: the curriculum, DeepSpeed's part,
+            see :mod:`curriculum_ds.preflight`), a phase's ``max_seq_len`` exceeds the model's
+            positions (``model.config``'s ``n_positions``/``max_position_embeddings``, or a
+            ``max_seq_len``/``max_position_embeddings`` attribute of the model), or a DeepSpeed
+            ``config`` keyword was given.
         DataError: a stream's data is missing or malformed.
     """
     for key in ("config", "config_params"):
@@ -128,6 +133,7 @@ def initialize(
                 f"initialize: pass the ds_config as config=..., not deepspeed's {key}="
             )
     run = load_run_config(config, check_data=check_data)
+    _check_model_context(run, model)
     _init_distributed()
     import deepspeed
 
@@ -155,11 +161,13 @@ def attach(engine: Any, config: Any, *, check_data: bool = True) -> Curriculum:
 
     Raises:
         ConfigError: the engine's micro-batch size, gradient accumulation steps or global batch
-            size differ from the config's (names the key).
+            size differ from the config's (names the key), or a phase's ``max_seq_len`` exceeds
+            the positions ``engine.module`` declares (as in :func:`initialize`).
     """
     from curriculum_ds.plugin.curriculum import Curriculum
 
     run = load_run_config(config, check_data=check_data)
+    _check_model_context(run, engine)
     dp_world_size = _world_size()
     expected = {
         "train_micro_batch_size_per_gpu": run.micro_batch_size,
@@ -179,6 +187,18 @@ def attach(engine: Any, config: Any, *, check_data: bool = True) -> Curriculum:
                 "curriculum_ds.deepspeed_config(config)"
             )
     return Curriculum(engine, run)
+
+
+def _check_model_context(run: RunConfig, model: Any) -> None:
+    """Every phase's ``max_seq_len`` fits the positions the model declares (if it declares any).
+
+    Read from ``model.config`` (a HF model), else an attribute ``max_seq_len`` or
+    ``max_position_embeddings`` of the module; see
+    :func:`curriculum_ds.preflight.check_model_context`.
+    """
+    from curriculum_ds.preflight import check_model_context
+
+    check_model_context(run.curriculum, model)
 
 
 def _init_distributed() -> None:

@@ -44,13 +44,14 @@ def base_section() -> dict[str, Any]:
 
 
 def refused(edit: Any) -> str:
-    """Apply ``edit`` to a copy of the base section; return the one-line ConfigError message."""
+    """Apply ``edit`` to a copy of the base section; return the ConfigError message (one line
+    per problem, none blank)."""
     section = copy.deepcopy(base_section())
     edit(section)
     with pytest.raises(ConfigError) as info:
         parse_curriculum(section)
     message = str(info.value)
-    assert "\n" not in message
+    assert all(line.strip() for line in message.split("\n"))
     assert "Traceback" not in message
     assert not message.startswith("(")
     return message

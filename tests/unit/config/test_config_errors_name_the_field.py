@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from curriculum_ds.config import MAX_PROPORTION, MAX_SEQ_LEN, parse_curriculum
+from curriculum_ds.config.messages import MAX_ERROR_LINES
 from curriculum_ds.errors import ConfigError, CurriculumError
 
 
@@ -137,7 +138,9 @@ def test_proportions_that_overflow_a_float_are_refused() -> None:
 
     assert refused(huge) == (
         'curriculum.schedule[1] ("mix").train_loader.streams[0].proportion: must be <= 1e+15, '
-        "got 1e+308 (+1 more error)"
+        "got 1e+308\n"
+        'curriculum.schedule[1] ("mix").train_loader.streams[1].proportion: must be <= 1e+15, '
+        "got 1e+308"
     )
     section = base_section()
     for stream in section["schedule"][1]["train_loader"]["streams"]:
@@ -174,12 +177,25 @@ def test_seed_and_loss_weighting() -> None:
     )
 
 
-def test_several_errors_report_the_first_and_a_count() -> None:
+def test_several_errors_are_all_shown_one_line_each() -> None:
     def two(s: dict[str, Any]) -> None:
         s["seed"] = -1
         s["dynamic"]["temperature"] = 0
 
-    assert refused(two) == "curriculum.seed: must be >= 0, got -1 (+1 more error)"
+    assert refused(two) == (
+        "curriculum.seed: must be >= 0, got -1\ncurriculum.dynamic.temperature: must be > 0, got 0"
+    )
+
+
+def test_many_errors_are_capped_with_a_count() -> None:
+    def many(s: dict[str, Any]) -> None:
+        for i in range(MAX_ERROR_LINES + 5):
+            s[f"bogus_{i}"] = 1
+
+    lines = refused(many).split("\n")
+    assert len(lines) == MAX_ERROR_LINES + 1
+    assert lines[0].startswith("curriculum.bogus_0: unknown key")
+    assert lines[-1] == "(+5 more errors not shown)"
 
 
 def test_section_must_be_an_object() -> None:
@@ -216,7 +232,9 @@ _JSON = st.recursive(
 
 
 @given(st.data())
-def test_any_single_edit_gives_one_line_or_a_valid_config(data: st.DataObject) -> None:
+def test_any_single_edit_gives_one_line_per_problem_or_a_valid_config(
+    data: st.DataObject,
+) -> None:
     section = base_section()
     paths = _paths(section)
     path = data.draw(st.sampled_from(paths))
@@ -228,7 +246,7 @@ def test_any_single_edit_gives_one_line_or_a_valid_config(data: st.DataObject) -
     try:
         parse_curriculum(section)
     except ConfigError as exc:
-        message = str(exc)
-        assert "\n" not in message
-        assert message.startswith("curriculum")
-        assert re.match(r"^curriculum[\w.\[\]]*( \(\"[^\n]*\"\))?[\w.\[\]]*", message)
+        lines = str(exc).split("\n")
+        assert len(lines) <= MAX_ERROR_LINES + 1
+        for line in lines:  # every problem names its field
+            assert re.match(r"^curriculum[\w.\[\]]*( \(\"[^\n]*\"\))?[\w.\[\]]*", line)
