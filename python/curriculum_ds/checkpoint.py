@@ -17,9 +17,11 @@ def locate_checkpoint(ckpt: Path) -> tuple[Path, str]:
     """``(folder DeepSpeed loads from, tag)`` for a checkpoints folder (with ``latest``) or a tag.
 
     Raises:
-        ResumeError: If ``ckpt`` is neither, or its ``latest`` is not UTF-8 text (names the
-            file).
+        ResumeError: If ``ckpt`` does not exist, is neither, or its ``latest`` is not UTF-8 text
+            (names the file).
     """
+    if not ckpt.exists():
+        raise ResumeError(f"{ckpt}: no such folder")
     latest = ckpt / "latest"
     if latest.is_file():
         return ckpt, _read_latest(latest)
@@ -51,7 +53,8 @@ def resume_target(resume: str | None, run_dir: Path) -> tuple[Path, str] | None:
     checkpoints folder or one tag folder.
 
     Raises:
-        ResumeError: A given path holds no checkpoint, or a ``latest`` file is not UTF-8 text.
+        ResumeError: A given path does not exist or holds no checkpoint, or a ``latest`` file
+            is not UTF-8 text.
     """
     if not resume:
         return None
@@ -59,6 +62,8 @@ def resume_target(resume: str | None, run_dir: Path) -> tuple[Path, str] | None:
         ckpts = run_dir / "checkpoints"
         return locate_checkpoint(ckpts) if (ckpts / "latest").is_file() else None
     path = Path(resume)
+    if not path.exists():
+        raise ResumeError(f"--resume {path}: no such folder")
     if (path / "latest").is_file():
         return locate_checkpoint(path)  # an unreadable `latest` is reported as it is
     try:
@@ -93,8 +98,12 @@ def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
 
 
 def resume_verdict(run: RunConfig, ckpt: Path) -> str:
-    """What resuming ``ckpt`` under ``run`` would do, as text; raises ResumeError if refused."""
+    """What resuming ``ckpt`` under ``run`` would do, as text; raises ResumeError if refused.
+
+    Progress is shown in the config's duration syntax with its unit (``4763tok``, ``0.5ep``).
+    """
     from curriculum_ds.resume_rules import check_resume
+    from curriculum_ds.schedule import duration_str
 
     tag, saved = read_curriculum_state(ckpt)
     if saved is None:
@@ -109,7 +118,12 @@ def resume_verdict(run: RunConfig, ckpt: Path) -> str:
         if plan.phase_idx >= len(phases)
         else (
             f"phase {plan.phase_idx} ({phases[plan.phase_idx].name!r})"
-            + (" from its start" if plan.is_new_phase else f" at {plan.phase_progress} into it")
+            + (
+                " from its start"
+                if plan.is_new_phase
+                else f" at {duration_str(run.curriculum.max_duration.unit, plan.phase_progress)}"
+                " into it"
+            )
         )
     )
     return f"resume from {tag} (step {saved['global_step']}): OK, continues in {where}"

@@ -127,14 +127,18 @@ def prepare(
 @click.option(
     "--model",
     default=None,
-    help="the local HF model folder the run will get (its vocab_size bounds the token ids); "
+    help="the local HF model folder the run will get (its vocab_size bounds the token ids, its "
+    "n_positions/max_position_embeddings every phase's max_seq_len); "
     "default: the small GPT-2 sized to the data's recorded vocab_size",
 )
 def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: str | None) -> None:
-    """Check a ds_config's `curriculum` section and its data; print the schedule.
+    """Check a whole ds_config, the model's context and the data; print the schedule.
 
-    The data checks: every shard file matches its index (size, recorded hashes, header), a probe
-    of samples decodes, and the token ids fit the vocabulary the run will use.
+    The config checks: the `curriculum` section, and the DeepSpeed part by DeepSpeed's own
+    config models (unknown top-level keys, ZeRO, scheduler params, monitor packages). The model
+    check: every phase's max_seq_len fits the --model's positions. The data checks: every shard
+    file matches its index (size, recorded hashes, header), a probe of samples decodes, and the
+    token ids fit the vocabulary the run will use. Every problem is one line; nothing is written.
     """
     from curriculum_ds.config import load_config
     from curriculum_ds.schedule_table import describe_schedule
@@ -143,6 +147,10 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     verdict = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
         from curriculum_ds.checkpoint import resume_verdict
+        from curriculum_ds.errors import ResumeError
+
+        if not resume_from.exists():
+            raise ResumeError(f"--resume-from {resume_from}: no such folder")
 
         verdict = resume_verdict(run, resume_from)
     click.echo(describe_schedule(run, dp_world_size=num_gpus))
@@ -173,7 +181,11 @@ def _train_option(train_args: Sequence[str], name: str) -> str | None:
 def launch(
     ds_config: Path, num_gpus: int | None, master_port: int | None, train_args: tuple[str, ...]
 ) -> None:
-    """Print and run `deepspeed --num_gpus N --module curriculum_ds.train ...` (its exit code)."""
+    """Print and run `deepspeed --num_gpus N --module curriculum_ds.train ...` (its exit code).
+
+    First the checks of `validate --model` (the trainer's --model), so a bad config, model or
+    data is refused in one line per problem before any rank starts.
+    """
     from curriculum_ds.config import load_config
     from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
 
