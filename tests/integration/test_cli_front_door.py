@@ -114,7 +114,7 @@ def test_launch_exit_code_is_the_runs(tiny_config, tmp_path):
         cwd=tmp_path,
     )
     assert proc.returncode != 0
-    assert "no `latest` file in that checkpoint folder" in proc.stderr + proc.stdout
+    assert f"--resume {tmp_path / 'no_such_ckpt'}: no such folder" in proc.stderr + proc.stdout
 
 
 def test_launch_refuses_a_bad_config_before_starting_ranks(tmp_path):
