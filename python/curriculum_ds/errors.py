@@ -34,8 +34,9 @@ class SamplingError(CurriculumError):
 class ConfigError(CurriculumError):
     """The ``curriculum`` section (or the ds_config around it) is invalid.
 
-    The message is one line that starts with the JSON path of the offending field, e.g.
-    ``curriculum.schedule[1] ("mix").duration: ...``.
+    The message has one line per problem (at most 20, then a count of the rest), each starting
+    with the JSON path of the offending field, e.g. ``curriculum.schedule[1] ("mix").duration:
+    ...`` or ``zero_optimization.stage: ...``.
     """
 
 
