@@ -150,6 +150,17 @@ def _field_text(obj: dict[str, Any], where: str, text_field: str) -> str:
     return _checked_text(value, where, f"field {text_field!r}")
 
 
+def _parse_json(text: str, path: Path, lineno: int | None) -> Any:
+    """``json.loads(text)``; ``DataError`` naming ``path`` and line (``lineno`` or the parser's)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}:{lineno or err.lineno}: invalid JSON ({err.msg})") from err
+    except (ValueError, RecursionError) as err:
+        where = f"{path}:{lineno}" if lineno is not None else str(path)
+        raise DataError(f"{where}: invalid JSON ({json_limit_reason(err)})") from None
+
+
 def _iter_jsonl(path: Path, data: bytes, text_field: str) -> Iterator[str]:
     text = _decode_text(path, data)
     # Split on "\n" only: str.splitlines() would also cut at U+2028, U+0085, ..., which
@@ -157,12 +168,7 @@ def _iter_jsonl(path: Path, data: bytes, text_field: str) -> Iterator[str]:
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{lineno}: invalid JSON ({err.msg})") from err
-        except (ValueError, RecursionError) as err:
-            raise DataError(f"{path}:{lineno}: invalid JSON ({json_limit_reason(err)})") from None
+        obj = _parse_json(line, path, lineno)
         if not isinstance(obj, dict):
             raise DataError(
                 f"{path}:{lineno}: expected a JSON object with a {text_field!r} field, "
@@ -173,13 +179,7 @@ def _iter_jsonl(path: Path, data: bytes, text_field: str) -> Iterator[str]:
 
 def _iter_json(path: Path, data: bytes, text_field: str) -> Iterator[str]:
     """The documents of a JSON array: each element a string, or an object with ``text_field``."""
-    text = _decode_text(path, data)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}: invalid JSON ({err.msg})") from err
-    except (ValueError, RecursionError) as err:
-        raise DataError(f"{path}: invalid JSON ({json_limit_reason(err)})") from None
+    doc = _parse_json(_decode_text(path, data), path, None)
     if not isinstance(doc, list):
         raise DataError(
             f"{path}: expected a JSON array of documents (strings or objects with a "
