@@ -1,28 +1,43 @@
 # The single entry point: the README's two commands and .ci/run call these targets.
 # Each target does its own setup into .venv and is cheap the second time (stamp files).
 SHELL := /bin/bash
+# every recipe line fails on the first failing command, inside pipelines too
+.SHELLFLAGS := -e -o pipefail -c
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # the venv's bin first: DeepSpeed JIT-builds its CPU ops with the ninja installed there
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 RUST_SOURCES := $(wildcard rust/src/*.rs) Cargo.toml Cargo.lock
+# Set-up steps print one line each; their own output (pip's ~120 "Requirement already satisfied"
+# lines, cargo, maturin) goes to SETUP_LOG. A failing step prints the log's last lines and its
+# path, and fails the target.
+SETUP_LOG := $(VENV)/setup.log
+STEP_FN = step() { \
+	  echo "$$1"; mkdir -p $(VENV); echo "==> $$(date '+%F %T') $$1: $${*:2}" >> $(SETUP_LOG); \
+	  "$${@:2}" >> $(SETUP_LOG) 2>&1 && return 0; \
+	  echo "failed: $$1; the last lines of its log:" >&2; tail -n 30 $(SETUP_LOG) >&2; \
+	  echo "full log: $(abspath $(SETUP_LOG))" >&2; return 1; \
+	}
+STEP = $(STEP_FN); step
 
 .PHONY: setup demo test lint lint-rust lint-python test-rust test-python bench clean
 
 # Python dependencies, pinned in pyproject.toml (pip's cache makes a reinstall fast).
 $(VENV)/.deps: pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+	@$(STEP_FN); test -x $(PY) || step "setup: creating the virtual environment $(VENV)" $(PYTHON) -m venv $(VENV)
+	@$(STEP) "setup: updating pip" $(PY) -m pip install --upgrade pip
+	@$(PY) -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
 	print('\n'.join(p['dependencies'] + p['optional-dependencies']['test']))" > $(VENV)/requirements.txt
-	$(PY) -m pip install -q -r $(VENV)/requirements.txt
-	touch $@
+	@$(STEP) "setup: installing the pinned Python packages (torch, deepspeed, ...; a few minutes \
+	the first time; log: $(SETUP_LOG))" $(PY) -m pip install --progress-bar off -r $(VENV)/requirements.txt
+	@touch $@
 
 # The Rust extension, built in release mode and installed editable (python/ is on the path).
 $(VENV)/.native: $(VENV)/.deps $(RUST_SOURCES)
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
-	touch $@
+	@$(STEP) "setup: building the Rust extension (cargo --release) and installing curriculum_ds \
+	editable" env VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release
+	@touch $@
 
 setup: $(VENV)/.native
 
@@ -31,8 +46,8 @@ demo: setup
 
 lint-rust:
 	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings
-	cargo clippy --all-targets --features python -- -D warnings
+	cargo clippy --quiet --all-targets -- -D warnings
+	cargo clippy --quiet --all-targets --features python -- -D warnings
 
 lint-python: setup
 	$(VENV)/bin/ruff check python tests bench
@@ -43,7 +58,7 @@ lint-python: setup
 lint: lint-rust lint-python
 
 test-rust:
-	cargo test --release
+	cargo test --release --quiet
 
 test-python: setup
 	$(VENV)/bin/pytest -q
