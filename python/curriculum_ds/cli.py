@@ -246,6 +246,39 @@ def curve(run_dir: Path, png: Path | None) -> None:
 
 
 @main.command()
+@click.argument("checkpoint", type=click.Path(path_type=Path))
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option(
+    "--model",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="the run's --model (a local HF folder): its config is the architecture",
+)
+@click.option(
+    "--deepspeed-config",
+    "ds_config",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="the run's ds_config: rebuilds the reference loop's default GPT-2 (when no --model)",
+)
+def export(checkpoint: Path, out: Path, model: Path | None, ds_config: Path | None) -> None:
+    """Write a checkpoint's model to OUT: a HF save_pretrained folder, or OUT/state_dict.pt.
+
+    CHECKPOINT is a checkpoints folder (its `latest` tag) or one tag folder. ZeRO shards are
+    consolidated to fp32 with DeepSpeed's zero_to_fp32, on CPU. With --model or
+    --deepspeed-config OUT loads with AutoModelForCausalLM.from_pretrained; with neither it holds
+    a plain state_dict for model.load_state_dict.
+    """
+    from curriculum_ds.export import export_checkpoint
+
+    done = export_checkpoint(checkpoint, out, model=model, ds_config=ds_config)
+    what = "a HF model folder" if done.format == "hf" else "a plain state_dict"
+    click.echo(
+        f"exported {done.tag_dir} ({done.num_parameters:,} parameters) as {what}: {done.out}"
+    )
+
+
+@main.command()
 @click.option(
     "--sizes", default="1e6", show_default=True, help="comma-separated N values, e.g. 1e6,1e7"
 )

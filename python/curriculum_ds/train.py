@@ -6,6 +6,13 @@ torchrun. It is one user of :func:`curriculum_ds.initialize`, straight in nanoGP
 step, forward and backward each of this rank's micro-batches, finish the step, log, checkpoint.
 Everything curriculum-specific (phase swaps, token-weighted loss, re-weighting, resume rules)
 happens inside the API, so a loop of your own does exactly what this one does.
+
+Around the loop, from public modules a user loop can call the same way: the start banner and a
+log line every ``--log-interval`` steps when stderr is not a terminal or with ``--no-progress``
+(:mod:`curriculum_ds.progress`; a tqdm bar on a terminal), ``--keep-last N`` checkpoint tags
+(:func:`curriculum_ds.retention.prune_checkpoints`, rank 0, after ``save_checkpoint`` returned)
+and ``--export-final DIR`` (:func:`curriculum_ds.export.export_checkpoint`, rank 0, after the
+last save).
 """
 
 from __future__ import annotations
@@ -73,7 +80,32 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="stop after this global step (a checkpoint is written), for smoke runs",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar: log lines instead (the default when stderr is not a terminal)",
+    )
+    p.add_argument(
+        "--log-interval",
+        type=int,
+        default=0,
+        help="without a progress bar, one log line every N optimizer steps "
+        "(0, the default: the first step, then about every 10 s of wall time)",
+    )
+    p.add_argument(
+        "--keep-last",
+        type=int,
+        default=None,
+        help="keep only the newest N checkpoint tags (never the one `latest` names; "
+        "default: keep all)",
+    )
+    p.add_argument(
+        "--export-final",
+        type=Path,
+        default=None,
+        help="at the end, write the model of the last checkpoint to this folder "
+        "(HF save_pretrained; as `curriculum-ds export`)",
+    )
     p.add_argument(
         "--local_rank",
         "--local-rank",
@@ -94,7 +126,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """
     from curriculum_ds.distributed import resolve_local_rank
 
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.log_interval < 0:
+        parser.error(f"--log-interval: must be >= 0 (0: about every 10 s), got {args.log_interval}")
+    if args.keep_last is not None and args.keep_last < 1:
+        parser.error(f"--keep-last: must be >= 1, got {args.keep_last}")
     args.local_rank = resolve_local_rank(args.local_rank)
     return args
 
@@ -104,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from curriculum_ds.checkpoint import read_curriculum_state, resume_target
     from curriculum_ds.config import load_config
     from curriculum_ds.distributed import LocalRankError, lock_run_dir
-    from curriculum_ds.errors import CurriculumError
+    from curriculum_ds.errors import ConfigError, CurriculumError
     from curriculum_ds.resume_rules import check_resume
 
     is_rank0 = os.environ.get("RANK", "0") == "0"
@@ -117,6 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             # one run per run dir, taken before anything is read or written there; a second
             # run's rank 0 exits 1 here and its launcher stops its other ranks
             run_dir_lock = lock_run_dir(args.run_dir)
+        if args.export_final is not None and _not_empty(args.export_final):
+            raise ConfigError(
+                f"--export-final {args.export_final}: exists and is not an empty folder"
+            )
         resume = resume_target(args.resume, args.run_dir)
         if resume is not None:  # the resume rules, before DeepSpeed starts
             _, saved = read_curriculum_state(resume[0] / resume[1])
@@ -147,6 +188,8 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
     import torch.distributed as dist
 
     import curriculum_ds as cds
+    from curriculum_ds.progress import StepLogger, banner
+    from curriculum_ds.retention import prune_checkpoints
     from curriculum_ds.runlog import RunLog
 
     cfg = run.curriculum
@@ -165,8 +208,16 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
             history=curriculum.dynamic is not None,
             trace=args.trace_samples,
         )
+        print(banner(engine, curriculum), flush=True)
     dist.barrier()
-    bar = _progress_bar(curriculum) if is_main and not args.no_progress else None
+    # a bar on a terminal; one line per --log-interval in a file or pipe (or with --no-progress)
+    use_bar = is_main and not args.no_progress and sys.stderr.isatty()
+    bar = _progress_bar(curriculum) if use_bar else None
+    logger = (
+        StepLogger(args.log_interval, schedule=curriculum.schedule)
+        if is_main and bar is None
+        else None
+    )
     start_step = curriculum.global_step
 
     for step in curriculum:
@@ -177,6 +228,9 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
         record = step.finish()
         if log is not None:
             log.write(record, reweighting=step.reweighting, trace=step.trace_record())
+        line = logger.line(record) if logger is not None else None
+        if line is not None:
+            print(line, flush=True)
         if bar is not None:
             bar.update(float(curriculum.progress - progress_before))
             bar.set_postfix(
@@ -188,7 +242,9 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
         stop = args.max_steps is not None and curriculum.global_step >= args.max_steps
         interval = args.save_interval and curriculum.global_step % args.save_interval == 0
         if interval or stop or curriculum.is_done:
-            curriculum.save_checkpoint(ckpt_dir)
+            curriculum.save_checkpoint(ckpt_dir)  # returns once `latest` has moved (barrier)
+            if is_main and args.keep_last is not None:
+                prune_checkpoints(ckpt_dir, keep_last=args.keep_last)
         if stop:
             break
     curriculum.close()
@@ -196,9 +252,28 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
         bar.close()
     if log is not None:
         log.close()
+    if is_main and args.export_final is not None:
+        _export_final(args, run, ckpt_dir)  # after the last save; the other ranks wait below
+    if log is not None:
         _print_summary(args, curriculum, start_step)
     dist.barrier()
     return 0
+
+
+def _not_empty(path: Path) -> bool:
+    return path.exists() and (not path.is_dir() or any(path.iterdir()))
+
+
+def _export_final(args: argparse.Namespace, run: RunConfig, ckpt_dir: Path) -> None:
+    """``--export-final``: the last checkpoint's model, as ``curriculum-ds export`` writes it."""
+    from curriculum_ds.export import export_checkpoint
+
+    done = export_checkpoint(ckpt_dir, args.export_final, model=args.model, ds_config=run)
+    print(
+        f"curriculum_ds: exported {done.tag_dir.name} ({done.num_parameters:,} parameters) "
+        f"to {done.out}",
+        flush=True,
+    )
 
 
 def _progress_bar(curriculum: Curriculum) -> Any:

@@ -7,8 +7,13 @@ Run by the launcher as ``--module faulty_train`` (tests/ on PYTHONPATH) with the
   checkpoint (if any) is written: at the next ``save_checkpoint`` or the next draw.
 * ``--kill-during-save N``: SIGKILL every rank after DeepSpeed wrote the tag of step N, before
   ``latest`` moves to it.
+* ``--kill-during-prune N``: SIGKILL rank 0 (the launcher then stops the others) while
+  ``--keep-last`` deletes a tag after the save of step N: the tag is already renamed to its
+  trash name and part of it is removed.
 * ``--dump-state DIR``: when the run ends, write the full parameters (gathered under ZeRO-3) to
-  ``DIR/params.pt`` and each rank's dynamic re-weighting state to ``DIR/rank{r}_dynamic.pt``.
+  ``DIR/params.pt`` and each rank's dynamic re-weighting state to ``DIR/rank{r}_dynamic.pt``;
+  for a HF model also ``DIR/logits.pt``: the engine's logits on a fixed batch
+  (``{"input_ids", "logits"}``, fp32, from rank 0; every rank runs the forward under ZeRO-3).
 
 The product loop has none of these: they are installed here by wrapping public methods.
 """
@@ -70,6 +75,43 @@ def install(kill_after_step: int | None, kill_during_save: int | None) -> None:
         Curriculum._publish_latest = publish_latest  # type: ignore[method-assign]
 
 
+def install_kill_during_prune(step: int) -> None:
+    import curriculum_ds.retention as retention
+
+    remove = retention._remove_trash
+
+    def remove_trash(path: Path) -> None:
+        curriculum = _captured.get("curriculum")
+        if curriculum is not None and curriculum.global_step == step:
+            files = sorted(p for p in path.rglob("*") if p.is_file())
+            if files:
+                files[0].unlink()  # half-deleted trash
+            _kill()
+        remove(path)
+
+    retention._remove_trash = remove_trash  # type: ignore[assignment]
+
+
+def dump_logits(engine: Any, out: Path) -> None:
+    """The engine's logits on a fixed batch (every rank runs the forward; rank 0 writes)."""
+    import torch
+    import torch.distributed as dist
+
+    config = getattr(engine.module, "config", None)
+    if config is None or not hasattr(config, "vocab_size"):
+        return
+    gen = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(0, int(config.vocab_size), (2, 16), generator=gen)
+    engine.eval()
+    with torch.no_grad():
+        output = engine(input_ids.to(engine.device))
+    logits = getattr(output, "logits", output)
+    if dist.get_rank() == 0:
+        torch.save(
+            {"input_ids": input_ids, "logits": logits.detach().float().cpu()}, out / "logits.pt"
+        )
+
+
 def dump_state(out: Path) -> None:
     import deepspeed
     import torch
@@ -82,6 +124,7 @@ def dump_state(out: Path) -> None:
     with deepspeed.zero.GatheredParameters([p for _, p in named], enabled=zero3):
         if dist.get_rank() == 0:
             torch.save({n: p.detach().float().cpu().clone() for n, p in named}, out / "params.pt")
+    dump_logits(engine, out)
     if curriculum.dynamic is not None:
         dynamic = curriculum.dynamic
         torch.save(
@@ -95,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--kill-after-step", type=int)
     p.add_argument("--kill-during-save", type=int)
+    p.add_argument("--kill-during-prune", type=int)
     p.add_argument("--dump-state", type=Path)
     faults, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
     install(faults.kill_after_step, faults.kill_during_save)
+    if faults.kill_during_prune is not None:
+        install_kill_during_prune(faults.kill_during_prune)
     code = train.main(rest)
     if code == 0 and faults.dump_state is not None:
         dump_state(faults.dump_state)
