@@ -230,7 +230,7 @@ class Curriculum:
             "step_tokens": step.step_tokens,
             "skipped": result["skipped"],
             "step_applied": result["step_applied"],
-            "lr": float(self.engine.get_lr()[0]),
+            "lr": step.lr,
             "tokens_per_s": round(step.step_tokens / max(elapsed, 1e-9), 1),
             "phase_epochs": round(loader.epochs_done(), 6),
         }

@@ -56,6 +56,8 @@ class Step:
             so ``backward`` only records and the model is not updated (the samples still count).
         reweighting: after :meth:`finish`, the dynamic re-weighting's history record when this
             step recomputed the bucket weights (``curriculum_history.jsonl`` fields), else None.
+        lr: the learning rate of this step's optimizer update (the optimizer's first param
+            group when the step is drawn; a scheduler moves it only after the update).
     """
 
     def __init__(
@@ -103,6 +105,9 @@ class Step:
         self._done = [False] * len(self.micro_batches)
         self._finished = False
         self.reweighting: dict[str, Any] | None = None
+        # the learning rate this step's optimizer update uses: DeepSpeed's scheduler moves it
+        # only after the update, so it is the optimizer's now (first param group)
+        self.lr = _optimizer_lr(engine)
 
     # ------------------------------------------------------------------------------ backward
     def backward(
@@ -341,3 +346,16 @@ class Step:
             "phase": self.phase_idx,
             "samples": [[names[s], int(i)] for s, i in self.samples],
         }
+
+
+def _optimizer_lr(engine: Any) -> float:
+    """The first param group's learning rate (what the next optimizer update uses).
+
+    Read from the optimizer rather than ``engine.get_lr()``, which asks the scheduler and, before
+    its first step, warns and answers 0 whatever the optimizer holds.
+    """
+    optimizer = getattr(engine, "optimizer", None)
+    groups = getattr(optimizer, "param_groups", None)
+    if groups:
+        return float(groups[0]["lr"])
+    return float(engine.get_lr()[0])
