@@ -246,10 +246,31 @@ class PhaseLoader:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore counters saved by :meth:`state_dict` (same phase, same data)."""
-        self.num_samples = int(state["num_samples"])
-        self.stream_counts = np.asarray(state["stream_counts"], dtype=np.int64)
-        for sampler, sampler_state in zip(self.samplers, state["samplers"], strict=True):
+        """Restore counters saved by :meth:`state_dict` (same phase, same data).
+
+        Raises:
+            ValueError: the counters do not fit this phase's streams (their number, or a count
+                that is negative or does not add up to the samples drawn); nothing changes.
+            KeyError: a key is missing.
+            SamplingError: a sampler state is refused by its kernel.
+        """
+        num_samples = int(state["num_samples"])
+        stream_counts = np.asarray(state["stream_counts"], dtype=np.int64)
+        samplers = state["samplers"]
+        num_streams = len(self.samplers)
+        if stream_counts.shape != (num_streams,) or len(samplers) != num_streams:
+            raise ValueError(
+                f"loader state has {stream_counts.size} stream counts and {len(samplers)} sampler "
+                f"states for a phase of {num_streams} stream(s)"
+            )
+        if num_samples < 0 or (stream_counts < 0).any() or stream_counts.sum() != num_samples:
+            raise ValueError(
+                f"loader state counts {stream_counts.tolist()} do not add up to its "
+                f"{num_samples} samples drawn"
+            )
+        self.num_samples = num_samples
+        self.stream_counts = stream_counts
+        for sampler, sampler_state in zip(self.samplers, samplers, strict=True):
             sampler.load_state_dict(
                 {k: np.asarray(v) if isinstance(v, list) else v for k, v in sampler_state.items()}
             )

@@ -46,7 +46,9 @@ class ResumePlan:
     """Progress already consumed inside ``phase_idx`` (0 when the phase starts now)."""
     is_new_phase: bool
     """True when the continuation starts ``phase_idx`` at its beginning (fresh loader, counters
-    0): a checkpoint exactly on a boundary, or the current phase shortened to what it consumed."""
+    0): a checkpoint exactly on a boundary, one whose last step ended the previous phase (only its
+    overshoot counted into this one, nothing drawn), or the current phase shortened to what it
+    consumed."""
     global_step: int = 0
     """Optimizer steps done (kept from the checkpoint)."""
     consumed_tokens: int = 0
@@ -119,6 +121,20 @@ def _saved_schedule(phases: list[dict[str, Any]], seed: int, unit: str) -> Curri
         ) from None
 
 
+def _drawn_phase(state: CurriculumState) -> int | None:
+    """The phase the saved loader state belongs to (the last phase drawn from), if known."""
+    if state.loader is None:
+        return None
+    idx = state.loader.get("phase_idx")
+    if idx is None:
+        return None
+    if isinstance(idx, bool) or not isinstance(idx, int):
+        raise ResumeError(
+            f"checkpoint curriculum state: 'loader.phase_idx' has the wrong type ({idx!r})"
+        )
+    return idx
+
+
 def _check_dynamic_unchanged(
     cfg: CurriculumConfig, saved_dynamic: Any, phase_idx: int, phase_name: str
 ) -> None:
@@ -136,13 +152,19 @@ def _check_dynamic_unchanged(
         )
     if not was_on:
         return
-    saved_buckets = len(saved_dynamic["probs"])
+    try:
+        saved_buckets = len(saved_dynamic["probs"])
+        saved_window = int(saved_dynamic["window"]["capacity"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ResumeError(
+            f"checkpoint curriculum state: the dynamic re-weighting state is malformed "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     if saved_buckets != cfg.dynamic.num_buckets:
         raise ResumeError(
             f"curriculum.dynamic.num_buckets: {where}, which ran with {saved_buckets} buckets, "
             f"not {cfg.dynamic.num_buckets}; it cannot change before that phase ends"
         )
-    saved_window = int(saved_dynamic["window"]["capacity"])
     if saved_window != cfg.dynamic.window:
         raise ResumeError(
             f"curriculum.dynamic.window: {where}, whose rolling window holds {saved_window} "
@@ -289,9 +311,16 @@ def check_resume(cfg: CurriculumConfig, saved: CurriculumState | Mapping[str, An
     old_dumps = [p.model_dump(mode="json") for p in old_cfg.schedule]
     _check_completed_frozen(cfg, old, old_dumps, saved_idx)
 
-    # A phase at the checkpoint with nothing consumed yet is not "in progress".
+    # A phase at the checkpoint from which nothing was drawn yet is not "in progress": its start
+    # exactly, or only the overshoot of the step that ended the previous phase (the loader state
+    # is still the previous phase's). Without a loader state, progress alone decides.
     current = saved_idx
-    in_progress = current < old.num_phases and progress != old.starts[current]
+    drawn_idx = _drawn_phase(state)
+    in_progress = (
+        current < old.num_phases
+        and progress != old.starts[current]
+        and drawn_idx in (None, current)
+    )
     notes: list[str] = []
     if in_progress:
         note = _check_current_phase(cfg, old, old_dumps, current, progress - old.starts[current])
@@ -303,7 +332,7 @@ def check_resume(cfg: CurriculumConfig, saved: CurriculumState | Mapping[str, An
     phase_idx = new.phase_at(progress)
     if phase_idx < new.num_phases:
         phase_progress = new.phase_progress(progress, phase_idx)
-        is_new_phase = phase_progress == 0
+        is_new_phase = phase_progress == 0 or drawn_idx not in (None, phase_idx)
     else:
         phase_progress = progress - progress
         is_new_phase = False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from fractions import Fraction
 
 import pytest
@@ -121,4 +122,29 @@ def test_epoch_unit_resume() -> None:
         saved,
         'curriculum.schedule[1] ("mix").duration: 0.2ep is less than the 0.25ep phase "mix" '
         "already consumed at the checkpoint",
+    )
+
+
+def test_a_phase_credited_only_the_overshoot_is_not_in_progress() -> None:
+    """The step that ends "short" crosses 1000tok (progress 1114): "mix" is credited 114 tok but
+    nothing was drawn from it (the loader state is still short's), so its data and the dynamic
+    re-weighting may still change, and the resumed run starts mix's loader from its beginning."""
+    raw = section()
+    raw["dynamic"] = {"enabled": True, "num_buckets": 4}
+    cfg = parse_curriculum(raw)
+    dynamic = {"probs": [0.25] * 4, "window": {"capacity": 1_000_000}}
+    saved = save(cfg, 1114, loader={"phase_idx": 0, "num_samples": 40}, dynamic=dynamic)
+    edited_mix = copy.deepcopy(raw)
+    edited_mix["schedule"][1]["train_loader"]["streams"][0]["proportion"] = 0.5
+    edited_mix["dynamic"] = {"enabled": False}
+    plan = check_resume(parse_curriculum(edited_mix), saved)
+    assert (plan.phase_idx, plan.phase_progress, plan.is_new_phase) == (1, 114, True)
+    # drawn from already (the loader state is mix's): mix is in progress and frozen
+    drawn = save(cfg, 1114, loader={"phase_idx": 1, "num_samples": 2}, dynamic=dynamic)
+    refused(
+        parse_curriculum(edited_mix),
+        drawn,
+        'curriculum.schedule[1] ("mix").train_loader.streams[0].proportion: phase "mix" was in '
+        "progress at the checkpoint and its data cannot change (checkpoint has 0.3, config has "
+        "0.5)",
     )

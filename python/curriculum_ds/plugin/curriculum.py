@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from curriculum_ds.checkpoint import read_curriculum_state
 from curriculum_ds.dynamic import DynamicReweighter
-from curriculum_ds.errors import ResumeError, StepError
+from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.resume_rules import check_resume
@@ -82,11 +82,11 @@ class Curriculum:
         self.global_step = 0
         self.consumed_tokens = 0
         self.consumed_samples = 0
-        self.progress: Progress = 0 if self.schedule.unit == "tok" else Fraction(0)
+        self.progress: Progress = self._zero()
         self.num_skipped_steps = 0
         self.resumed_from: Path | None = None
         self._loader: PhaseLoader | None = None
-        # what the first phase loader built after a resume restores (then None)
+        # what the next phase loader built restores (then None): set by a resume
         self._pending_loader: dict[str, Any] | None = None
         self._pending_dynamic: dict[str, Any] | None = None
         self._step: Step | None = None  # drawn and not finished
@@ -236,6 +236,45 @@ class Curriculum:
         }
 
     # ------------------------------------------------------------------------------ state
+    def _zero(self) -> Progress:
+        return 0 if self.schedule.unit == "tok" else Fraction(0)
+
+    def _position(self) -> dict[str, Any]:
+        """Counters and the loader/re-weighting states: what ``_set_position`` takes back."""
+        loader = self._loader
+        return {
+            "global_step": self.global_step,
+            "consumed_tokens": self.consumed_tokens,
+            "consumed_samples": self.consumed_samples,
+            "progress": self.progress,
+            "loader": loader.state_dict() if loader is not None else self._pending_loader,
+            "dynamic": (
+                None
+                if self.dynamic is None
+                else (self._pending_dynamic or self.dynamic.state_dict())
+            ),
+        }
+
+    def _set_position(
+        self,
+        *,
+        global_step: int,
+        consumed_tokens: int,
+        consumed_samples: int,
+        progress: Progress,
+        loader: dict[str, Any] | None,
+        dynamic: dict[str, Any] | None,
+    ) -> None:
+        """Move to a position; the loader and re-weighting states apply when its loader opens."""
+        self._close_loader()
+        self.global_step = global_step
+        self.consumed_tokens = consumed_tokens
+        self.consumed_samples = consumed_samples
+        self.progress = progress
+        self._pending_loader = loader
+        self._pending_dynamic = dynamic
+        self._exhausted = False
+
     def state_dict(self) -> dict[str, Any]:
         """The curriculum's checkpoint state (:meth:`CurriculumState.to_dict` form).
 
@@ -246,20 +285,8 @@ class Curriculum:
             StepError: a step is in flight (drawn, not finished).
         """
         self._check_between_steps("state_dict")
-        loader = self._loader
-        return CurriculumState.at(
-            self.config,
-            self.progress,
-            global_step=self.global_step,
-            consumed_tokens=self.consumed_tokens,
-            consumed_samples=self.consumed_samples,
-            loader=loader.state_dict() if loader is not None else self._pending_loader,
-            dynamic=(
-                None
-                if self.dynamic is None
-                else (self._pending_dynamic or self.dynamic.state_dict())
-            ),
-        ).to_dict()
+        position = self._position()
+        return CurriculumState.at(self.config, position.pop("progress"), **position).to_dict()
 
     def load_state_dict(self, state: Mapping[str, Any] | CurriculumState) -> list[str]:
         """Continue from a saved state under this (possibly edited) schedule.
@@ -283,16 +310,33 @@ class Curriculum:
         self._check_between_steps("load_state_dict")
         plan = check_resume(self.config, state)
         saved = CurriculumState.from_dict(state)
-        self._close_loader()
-        self.global_step = plan.global_step
-        self.consumed_tokens = plan.consumed_tokens
-        self.consumed_samples = plan.consumed_samples
-        self.progress = plan.progress
-        self._pending_loader = None if plan.is_new_phase else saved.loader
-        # the first phase started after a resume gets the saved re-weighting state: all of it
-        # inside that phase, the probabilities alone on a boundary (DynamicReweighter)
-        self._pending_dynamic = saved.dynamic
-        self._exhausted = False
+        previous = self._position()
+        self._set_position(
+            global_step=plan.global_step,
+            consumed_tokens=plan.consumed_tokens,
+            consumed_samples=plan.consumed_samples,
+            progress=plan.progress,
+            loader=None if plan.is_new_phase else saved.loader,
+            # the first phase started after a resume gets the saved re-weighting state: all of it
+            # inside that phase, the probabilities alone on a boundary (DynamicReweighter)
+            dynamic=saved.dynamic,
+        )
+        if not self.is_done:
+            try:  # restore now: a malformed state is refused here, not at the next draw
+                self._phase_loader()
+            except (
+                KeyError,
+                IndexError,
+                TypeError,
+                ValueError,
+                SamplingError,
+                BucketingError,
+            ) as exc:
+                self._set_position(**previous)
+                raise ResumeError(
+                    f"checkpoint curriculum state: cannot be restored ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else exc!r})"
+                ) from None
         return list(plan.notes)
 
     def _check_between_steps(self, what: str) -> None:
@@ -375,14 +419,29 @@ class Curriculum:
         _, saved = read_curriculum_state(load_dir / tag)
         if saved is not None:
             check_resume(self.config, saved)  # refuse before the engine changes
-        load_path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag)
+        try:
+            load_path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag)
+        except (RuntimeError, KeyError, ValueError) as exc:  # e.g. another model's parameters
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ResumeError(
+                f"{load_dir / tag}: DeepSpeed cannot load this checkpoint into this engine "
+                f"({first})"
+            ) from None
         if load_path is None:
             raise ResumeError(f"{load_dir / tag}: DeepSpeed could not load this checkpoint")
         saved = (client_state or {}).get("curriculum")
         if saved is None:
             # a DeepSpeed run without curriculum: start the schedule, keep its step count
-            self._close_loader()
-            self.global_step = int(self.engine.global_steps)
+            self._set_position(
+                global_step=int(self.engine.global_steps),
+                consumed_tokens=0,
+                consumed_samples=0,
+                progress=self._zero(),
+                loader=None,
+                dynamic=None,
+            )
+            if self.dynamic is not None:
+                self.dynamic = DynamicReweighter(self.config.dynamic, seed=self.config.seed)
         else:
             self.load_state_dict(saved)
         self.resumed_from = load_dir / tag

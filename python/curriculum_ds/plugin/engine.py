@@ -123,8 +123,9 @@ def initialize(
         ConfigError: the config is invalid (names the field: the curriculum, DeepSpeed's part,
             see :mod:`curriculum_ds.preflight`), a phase's ``max_seq_len`` exceeds the model's
             positions (``model.config``'s ``n_positions``/``max_position_embeddings``, or a
-            ``max_seq_len``/``max_position_embeddings`` attribute of the model), or a DeepSpeed
-            ``config`` keyword was given.
+            ``max_seq_len``/``max_position_embeddings`` attribute of the model), the config has
+            no ``optimizer`` and no ``optimizer=`` is given, or a DeepSpeed ``config`` keyword
+            was given.
         DataError: a stream's data is missing or malformed.
     """
     for key in ("config", "config_params"):
@@ -134,6 +135,11 @@ def initialize(
             )
     run = load_run_config(config, check_data=check_data)
     _check_model_context(run, model)
+    if "optimizer" not in run.ds_config and deepspeed_kwargs.get("optimizer") is None:
+        raise ConfigError(
+            "optimizer: the ds_config has no optimizer section and initialize got no optimizer=; "
+            "DeepSpeed needs one to train"
+        )
     _init_distributed()
     import deepspeed
 

@@ -139,12 +139,15 @@ class Step:
         Raises:
             StepError: ``mb`` is not a micro-batch of this step, was already sent backward, or
                 the step is finished.
-            ValueError: ``logits`` is not ``(micro_batch_size, seq_len, vocab)`` for ``mb``.
+            ValueError: ``logits`` is not a float ``(micro_batch_size, seq_len, vocab)`` tensor for
+                ``mb`` that requires grad, or ``aux_loss`` is not a one-element tensor (checked
+                before anything goes backward).
         """
-        mb_idx = self._claim(mb)
         tensor = logits.logits if hasattr(logits, "logits") else logits
-        if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape[:2]) != tuple(
-            mb.labels.shape
+        if (
+            not isinstance(tensor, torch.Tensor)
+            or tensor.dim() != 3
+            or tuple(tensor.shape[:2]) != tuple(mb.labels.shape)
         ):
             shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor)
             raise ValueError(
@@ -152,6 +155,9 @@ class Step:
                 f"({mb.labels.shape[0]}, {mb.labels.shape[1]}, vocab) for this micro-batch, "
                 f"got {shape}"
             )
+        _check_differentiable("step.backward: logits", tensor)
+        _check_aux(aux_loss)
+        mb_idx = self._claim(mb)
         loss_sums, num_valid = per_sample_token_losses(tensor, mb.labels)
         return self._backward(mb_idx, loss_sums, num_valid, aux_loss)
 
@@ -187,7 +193,9 @@ class Step:
         Raises:
             StepError: ``mb`` is not a micro-batch of this step, was already sent backward, the
                 step is finished, or ``loss_mask`` selects other tokens than ``mb.loss_mask``.
-            ValueError: a shape is not ``(micro_batch_size, seq_len - 1)``.
+            ValueError: a shape is not ``(micro_batch_size, seq_len - 1)``, ``token_losses`` is
+                not a float tensor that requires grad, or ``aux_loss`` is not a one-element
+                tensor (checked before anything goes backward).
         """
         expected = tuple(mb.loss_mask.shape)
         for name, t in (("token_losses", token_losses), ("loss_mask", loss_mask)):
@@ -196,6 +204,8 @@ class Step:
                     f"step.backward_token_losses: {name} must be (batch, seq_len - 1) = "
                     f"{expected} for this micro-batch, got {tuple(t.shape)}"
                 )
+        _check_differentiable("step.backward_token_losses: token_losses", token_losses)
+        _check_aux(aux_loss)
         mask = loss_mask.to(device=mb.loss_mask.device, dtype=torch.bool)
         if not torch.equal(mask, mb.loss_mask):
             raise StepError(
@@ -359,3 +369,25 @@ def _optimizer_lr(engine: Any) -> float:
     if groups:
         return float(groups[0]["lr"])
     return float(engine.get_lr()[0])
+
+
+def _check_differentiable(what: str, tensor: torch.Tensor) -> None:
+    """A loss input must be a float tensor in the autograd graph (not detached, not no_grad)."""
+    if not tensor.is_floating_point():
+        raise ValueError(f"{what} must be a floating-point tensor, got {tensor.dtype}")
+    if not tensor.requires_grad:
+        raise ValueError(
+            f"{what} does not require grad: computed under torch.no_grad() or detached, so "
+            "nothing could go backward"
+        )
+
+
+def _check_aux(aux_loss: object) -> None:
+    """``aux_loss`` is None or a one-element tensor (a Python number has no gradient)."""
+    if aux_loss is None:
+        return
+    if not isinstance(aux_loss, torch.Tensor) or aux_loss.numel() != 1:
+        got = tuple(aux_loss.shape) if isinstance(aux_loss, torch.Tensor) else type(aux_loss)
+        raise ValueError(
+            f"aux_loss must be a one-element tensor (this micro-batch's auxiliary term), got {got}"
+        )
