@@ -1,4 +1,4 @@
-"""The ``curriculum-ds`` command line: prepare, validate, launch, demo, curve, bench.
+"""The ``curriculum-ds`` command line: prepare, validate, launch, demo, curve, bench, export.
 
 Thin by design: each command parses options and calls one plain function. A
 :class:`~curriculum_ds.errors.CurriculumError` becomes one clean line on stderr and exit code 1,
