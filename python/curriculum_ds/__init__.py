@@ -46,6 +46,10 @@ _PLUGIN = frozenset(
 )
 
 
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 def __getattr__(name: str) -> Any:
     if name in _PLUGIN:
         from curriculum_ds import plugin

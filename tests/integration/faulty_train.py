@@ -29,7 +29,7 @@ from typing import Any
 
 import curriculum_ds.plugin as plugin
 from curriculum_ds import train
-from curriculum_ds.plugin import Curriculum
+from curriculum_ds.plugin import Curriculum, checkpoints
 
 _captured: dict[str, Any] = {}
 
@@ -65,14 +65,14 @@ def install(kill_after_step: int | None, kill_during_save: int | None) -> None:
         Curriculum.__next__ = next_step  # type: ignore[method-assign]
 
     if kill_during_save is not None:
-        publish = Curriculum._publish_latest
+        publish = checkpoints.publish_latest
 
-        def publish_latest(self: Curriculum, save_dir: Path, tag: str) -> None:
+        def publish_latest(save_dir: Path, tag: str) -> None:
             if tag == f"global_step{kill_during_save}":
                 _kill()  # the tag exists but `latest` never points at it
-            publish(self, save_dir, tag)
+            publish(save_dir, tag)
 
-        Curriculum._publish_latest = publish_latest  # type: ignore[method-assign]
+        checkpoints.publish_latest = publish_latest
 
 
 def install_kill_during_prune(step: int) -> None:

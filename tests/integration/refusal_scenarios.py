@@ -12,7 +12,8 @@ raised and what moved. Scenarios (keys of the JSON written to ``--out``):
 * ``no_curriculum_checkpoint``: ``load_checkpoint`` of a plain DeepSpeed checkpoint after some
   steps: the schedule restarts (counters 0, the first batch of a fresh run), the step count kept;
 * ``foreign_model``: ``load_checkpoint`` of another model's checkpoint: one ``ResumeError`` line;
-* ``no_optimizer``: ``initialize`` with a ds_config without optimizer: one ``ConfigError`` line.
+* ``no_optimizer``: ``initialize`` with a ds_config without optimizer: one ``ConfigError`` line;
+* ``engine_step_in_loop``: the loop calls ``engine.step()`` itself beside ``step.backward``.
 """
 
 from __future__ import annotations
@@ -148,7 +149,14 @@ def main() -> None:
     out["no_optimizer"] = attempt(
         lambda: curriculum_ds.initialize(model=build_model(args.config), config=no_opt)
     )
-    for c in (curriculum, resumed, target):
+    # the loop's own engine.step() beside step.backward (last: it leaves the engine a micro-step
+    # ahead of any curriculum)
+    stepping = curriculum_ds.attach(engine, args.config)
+    step = next(stepping)
+    backward(engine, step, step.micro_batches[0])
+    engine.step()
+    out["engine_step_in_loop"] = attempt(lambda: backward(engine, step, step.micro_batches[1]))
+    for c in (curriculum, resumed, target, stepping):
         c.close()
     args.out.write_text(json.dumps(out, indent=1))
 

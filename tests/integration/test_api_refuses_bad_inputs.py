@@ -85,9 +85,19 @@ def test_another_models_checkpoint_is_one_line_and_leaves_the_engine(results):
         results["foreign_model"]["load_checkpoint"],
         "ResumeError",
         "DeepSpeed cannot load this checkpoint into this engine",
+        "size mismatch for",  # what differs, not only torch's first line
     )
     assert results["foreign_model"]["params_unchanged"]
 
 
 def test_a_config_without_optimizer_is_refused_by_initialize(results):
     _line(results["no_optimizer"], "ConfigError", "optimizer: the ds_config has no optimizer")
+
+
+def test_the_loops_own_engine_step_is_refused(results):
+    _line(
+        results["engine_step_in_loop"],
+        "StepError",
+        "engine.step() ran 2 time(s) for 1 micro-batch(es) sent backward",
+        "do not call them in the loop",
+    )

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch.distributed as dist
 
-from curriculum_ds.checkpoint import read_curriculum_state
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
+from curriculum_ds.lr_schedule import LRSchedule, apply_lr
+from curriculum_ds.plugin import checkpoints
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.resume_rules import check_resume
 from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
@@ -51,6 +52,8 @@ class Curriculum:
             ``run.ds_config`` the DeepSpeed part).
         config: ``run.curriculum``.
         schedule: the phase boundaries (:class:`~curriculum_ds.schedule.PhaseSchedule`).
+        lr_schedule: ``curriculum.lr_schedule`` (:class:`~curriculum_ds.lr_schedule.LRSchedule`),
+            applied to every param group when a step is drawn; None without one.
         dp_rank / dp_world_size: this rank and the number of data-parallel ranks.
         micro_batch_size / gradient_accumulation_steps / global_batch_size: samples per
             micro-batch per rank, micro-batches per step per rank, and samples per optimizer step
@@ -68,6 +71,7 @@ class Curriculum:
         self.run = run
         self.config: CurriculumConfig = run.curriculum
         self.schedule = PhaseSchedule(self.config)
+        self.lr_schedule = LRSchedule.from_config(self.config)
         initialized = dist.is_available() and dist.is_initialized()
         self.dp_rank = dist.get_rank() if initialized else 0
         self.dp_world_size = dist.get_world_size() if initialized else 1
@@ -146,6 +150,14 @@ class Curriculum:
         )
         if self._last_time is None:
             self._last_time = time.perf_counter()
+        step_tokens = loader.batch_tokens(batch)
+        if self.lr_schedule is not None:  # at the step's END progress, before Step reads its lr
+            end = self.progress + (
+                step_tokens
+                if self.schedule.unit == "tok"
+                else Fraction(len(batch), loader.samples_per_pass)
+            )
+            apply_lr(self.engine.optimizer, self.lr_schedule.factor(end))
         self._step = Step(
             self,
             global_step=self.global_step + 1,
@@ -153,7 +165,7 @@ class Curriculum:
             phase_name=loader.phase.name,
             samples=batch,
             micro_batches=micro_batches,
-            step_tokens=loader.batch_tokens(batch),
+            step_tokens=step_tokens,
             stream_names=loader.stream_names,
         )
         return self._step
@@ -367,23 +379,9 @@ class Curriculum:
             StepError: a step is in flight (nothing is written).
         """
         self._check_between_steps("save_checkpoint")
-        save_dir = Path(save_dir)
-        tag = f"global_step{self.global_step}"
         state = {**(client_state or {}), "curriculum": self.state_dict()}
-        self.engine.save_checkpoint(str(save_dir), tag=tag, save_latest=False, client_state=state)
-        self._publish_latest(save_dir, tag)
-        return save_dir / tag
-
-    def _publish_latest(self, save_dir: Path, tag: str) -> None:
-        """Move ``latest`` to ``tag`` once every rank has written its shards."""
-        if dist.is_initialized():
-            dist.barrier()
-        if self.dp_rank == 0:
-            tmp = save_dir / "latest.tmp"
-            tmp.write_text(tag)
-            os.replace(tmp, save_dir / "latest")
-        if dist.is_initialized():
-            dist.barrier()
+        tag = f"global_step{self.global_step}"
+        return checkpoints.save(self.engine, Path(save_dir), tag, state)
 
     def load_checkpoint(
         self, load_dir: str | os.PathLike[str], *, tag: str | None = None
@@ -408,28 +406,12 @@ class Curriculum:
                 files cannot be read, or DeepSpeed cannot load it.
             StepError: a step is in flight.
         """
-        from curriculum_ds.checkpoint import locate_checkpoint
-
         self._check_between_steps("load_checkpoint")
-        load_dir = Path(load_dir)
-        if tag is None:
-            if not (load_dir / "latest").is_file() and not any(load_dir.glob("*model_states.pt")):
-                return None
-            load_dir, tag = locate_checkpoint(load_dir)
-        _, saved = read_curriculum_state(load_dir / tag)
-        if saved is not None:
-            check_resume(self.config, saved)  # refuse before the engine changes
-        try:
-            load_path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag)
-        except (RuntimeError, KeyError, ValueError) as exc:  # e.g. another model's parameters
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ResumeError(
-                f"{load_dir / tag}: DeepSpeed cannot load this checkpoint into this engine "
-                f"({first})"
-            ) from None
-        if load_path is None:
-            raise ResumeError(f"{load_dir / tag}: DeepSpeed could not load this checkpoint")
-        saved = (client_state or {}).get("curriculum")
+        found = checkpoints.find(Path(load_dir), tag)
+        if found is None:
+            return None
+        load_dir, tag = found
+        saved = checkpoints.load(self.engine, self.config, load_dir, tag)
         if saved is None:
             # a DeepSpeed run without curriculum: start the schedule, keep its step count
             self._set_position(

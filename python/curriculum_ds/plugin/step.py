@@ -108,6 +108,9 @@ class Step:
         # the learning rate this step's optimizer update uses: DeepSpeed's scheduler moves it
         # only after the update, so it is the optimizer's now (first param group)
         self.lr = _optimizer_lr(engine)
+        # engine.step() calls so far: each backward here adds exactly one (a loop's own
+        # engine.backward/engine.step beside step.backward would apply a second update)
+        self._micro_steps0 = getattr(engine, "micro_steps", None)
 
     # ------------------------------------------------------------------------------ backward
     def backward(
@@ -244,6 +247,7 @@ class Step:
         engine = self._curriculum.engine
         num_micro_batches = len(self.micro_batches)
         loss_sum, count = loss_sums.sum(), num_valid.sum()
+        self._check_engine_untouched(sum(self._done))
         if not self.skipped:
             loss = scale_micro_batch_loss(
                 loss_sum,
@@ -278,6 +282,18 @@ class Step:
                 self._stats[3] += 1
             return (loss_sum / count).detach().float()
 
+    def _check_engine_untouched(self, num_backward: int) -> None:
+        """Refuse when the loop called ``engine.step()`` itself beside ``step.backward``."""
+        if self._micro_steps0 is None or self.skipped:
+            return
+        moved = self._curriculum.engine.micro_steps - self._micro_steps0
+        if moved != num_backward:
+            raise StepError(
+                f"step {self.global_step}: engine.step() ran {moved} time(s) for "
+                f"{num_backward} micro-batch(es) sent backward; step.backward calls "
+                "engine.backward and engine.step itself, do not call them in the loop"
+            )
+
     # -------------------------------------------------------------------------------- finish
     def finish(self) -> dict[str, Any]:
         """End the step: global loss, counters, dynamic weights, exact phase boundary.
@@ -306,8 +322,10 @@ class Step:
         if missing:
             raise StepError(
                 f"step {self.global_step}: finish() before micro-batch(es) "
-                f"{', '.join(map(str, missing))} of {len(self._done)} went backward"
+                f"{', '.join(map(str, missing))} of {len(self._done)} went backward "
+                "(step.backward(logits, mb) for each of step.micro_batches)"
             )
+        self._check_engine_untouched(len(self._done))
         if self._collective:
             dist.all_reduce(self._stats)
         num_valid = self.global_valid_tokens

@@ -1,0 +1,91 @@
+"""DeepSpeed checkpoints with the curriculum inside: the ``latest`` protocol and load errors.
+
+``save`` writes the engine's checkpoint (the curriculum state in its ``client_state``) and then
+moves ``latest`` to it, atomically, once every rank's files are on disk; ``load`` checks the
+resume rules against the checkpoint's curriculum state before DeepSpeed touches the engine and
+turns DeepSpeed's load failures into one :class:`~curriculum_ds.errors.ResumeError` line.
+:class:`~curriculum_ds.plugin.curriculum.Curriculum` is their one user.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch.distributed as dist
+
+from curriculum_ds.checkpoint import locate_checkpoint, read_curriculum_state
+from curriculum_ds.errors import ResumeError
+from curriculum_ds.resume_rules import check_resume
+
+if TYPE_CHECKING:
+    from curriculum_ds.config import CurriculumConfig
+
+__all__ = ["find", "load", "publish_latest", "save"]
+
+
+def save(engine: Any, save_dir: Path, tag: str, client_state: dict[str, Any]) -> Path:
+    """``engine.save_checkpoint(save_dir, tag)`` then :func:`publish_latest`. Collective."""
+    engine.save_checkpoint(str(save_dir), tag=tag, save_latest=False, client_state=client_state)
+    publish_latest(save_dir, tag)
+    return save_dir / tag
+
+
+def publish_latest(save_dir: Path, tag: str) -> None:
+    """Move ``save_dir/latest`` to ``tag`` once every rank has written its files.
+
+    Global rank 0 writes ``latest.tmp`` and renames it over ``latest`` (atomic on POSIX), between
+    two barriers: a kill at any moment leaves the previous ``latest`` valid.
+    """
+    if dist.is_initialized():
+        dist.barrier()
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        tmp = save_dir / "latest.tmp"
+        tmp.write_text(tag)
+        os.replace(tmp, save_dir / "latest")
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def find(load_dir: Path, tag: str | None) -> tuple[Path, str] | None:
+    """``(folder DeepSpeed loads from, tag)``, or None when ``load_dir`` holds no checkpoint.
+
+    Raises:
+        ResumeError: ``latest`` is unreadable.
+    """
+    if tag is not None:
+        return load_dir, tag
+    if not (load_dir / "latest").is_file() and not any(load_dir.glob("*model_states.pt")):
+        return None
+    return locate_checkpoint(load_dir)
+
+
+def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dict[str, Any] | None:
+    """Load ``load_dir/tag`` into ``engine`` after the resume rules accept its curriculum state.
+
+    Returns:
+        The saved curriculum state (None for a checkpoint of a run without curriculum).
+
+    Raises:
+        ResumeError: the resume rules refuse it (the engine is untouched then), its files cannot
+            be read, or DeepSpeed cannot load it into this engine (e.g. another model's).
+    """
+    _, saved = read_curriculum_state(load_dir / tag)
+    if saved is not None:
+        check_resume(config, saved)  # refuse before the engine changes
+    try:
+        load_path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
+    except (RuntimeError, KeyError, ValueError) as exc:  # e.g. another model's parameters
+        # torch's "Error(s) in loading state_dict for X:" is followed by the keys that differ
+        detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[:2])
+        detail = detail or type(exc).__name__
+        if len(detail) > 240:
+            detail = detail[:237] + "..."
+        raise ResumeError(
+            f"{load_dir / tag}: DeepSpeed cannot load this checkpoint into this engine ({detail})"
+        ) from None
+    if load_path is None:
+        raise ResumeError(f"{load_dir / tag}: DeepSpeed could not load this checkpoint")
+    saved_state: dict[str, Any] | None = (client_state or {}).get("curriculum")
+    return saved_state
