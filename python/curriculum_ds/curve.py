@@ -20,7 +20,13 @@ from pathlib import Path
 from curriculum_ds.errors import DataError
 from curriculum_ds.runlog import read_jsonl
 
-__all__ = ["Curve", "load_curve", "render_png", "render_table"]
+__all__ = ["PHASE_START_NOTE", "Curve", "load_curve", "render_png", "render_table"]
+
+PHASE_START_NOTE = (
+    "a new phase starts with the previous phase's weights (its samples bucketed by the static "
+    "metric) until its first recompute"
+)
+"""What the weights are at a phase's first step (``DynamicReweighter.start_phase``)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,8 @@ def render_table(curve: Curve, max_rows: int = 20) -> str:
         lines.append(
             "phases: " + ", ".join(f"{name} from step {s}" for s, name in curve.phase_starts)
         )
+    if len(curve.phase_starts) > 1:
+        lines.append(PHASE_START_NOTE)
     return "\n".join(lines)
 
 

@@ -178,8 +178,12 @@ class DynamicReweighter:
     ) -> list[npt.NDArray[np.int64]]:
         """Reset the window for a new datamix and bucket its samples by the static metric.
 
-        The probabilities carry over from the previous phase (uniform at the start of a run) until
-        the first recompute with a non-empty window.
+        **Phase start.** The probabilities carry over from the previous phase (uniform at the
+        start of a run) until the first recompute with a non-empty window. A bucket is a
+        difficulty percentile in every phase, so the learned preference over percentiles stays
+        meaningful across a swap: resetting to uniform would discard it, and a recompute needs
+        the new phase's losses, which do not exist yet. The new phase's samples are bucketed by
+        the static metric until then (``curriculum-ds curve`` says so under its table).
 
         Args:
             loader: The new phase's loader (read only: its streams' names and metric columns).

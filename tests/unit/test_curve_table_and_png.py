@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from curriculum_ds.cli import main
-from curriculum_ds.curve import load_curve, render_png, render_table
+from curriculum_ds.curve import PHASE_START_NOTE, load_curve, render_png, render_table
 from curriculum_ds.errors import DataError
 from curriculum_ds.runlog import JsonlWriter, read_jsonl, truncate_jsonl
 
@@ -66,6 +66,7 @@ def test_curve_command_prints_a_table_and_writes_a_png(tmp_path):
     for r in rows:
         assert abs(sum(float(w) for w in r[2:]) - 1) < 0.003  # 3 decimals each
     assert "phases: short from step 1, mix from step 17" in result.output
+    assert PHASE_START_NOTE in result.output  # issue 14 item 8: the weights at a phase start
     assert f"plot: {png}" in result.output
     image = mpimg.imread(png)
     assert image.shape[2] in (3, 4)

@@ -386,3 +386,20 @@ def test_weights_drive_the_sampler_within_the_datamix(datasets):
     for prefix in (32, 1000, n):
         counts = np.bincount(drawn[:prefix, 0], minlength=2)
         assert np.all(np.abs(counts - loader.proportions * prefix) < 1.0)
+
+
+def test_phase_start_keeps_the_previous_phases_weights_and_buckets_by_the_static_metric(datasets):
+    """Issue 14 item 8: at a new phase's first step the weights are the previous phase's (not
+    uniform, not recomputed) and its samples are bucketed by the static metric."""
+    loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
+    dyn = DynamicReweighter(_cfg(), seed=3)
+    loader.set_buckets(dyn.start_phase(loader, None))
+    _run(dyn, loader, range(1, 7))
+    learned = dyn.probs.copy()
+    assert not np.allclose(learned, 0.25)
+    swapped = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
+    buckets = dyn.start_phase(swapped, None)
+    np.testing.assert_array_equal(dyn.probs, learned)
+    for b, static in zip(buckets, dyn.static_buckets, strict=True):
+        np.testing.assert_array_equal(b, static)
+    assert dyn.edges is None  # no loss of the new phase yet
