@@ -4,7 +4,8 @@
    library installed on this machine.
 2. ``prepare``: two MDS datamixes, ``docstrings`` (easy) and ``code`` (hard), byte-level tokens.
 3. A ds_config with a two-phase schedule (docstrings only, then a 30/70 mix at longer sequence
-   length) and dynamic bucket re-weighting on.
+   length), dynamic bucket re-weighting on, and a token-based lr schedule (``lr_schedule``:
+   warmup over 5% of the tokens, then cosine to 10% of the peak).
 4. The DeepSpeed launcher on 2 ranks (CPU/gloo without a GPU, CUDA/NCCL with one).
 5. The curve of the bucket weights, as a table and a PNG.
 """
@@ -36,16 +37,18 @@ def demo_ds_config(data_dir: Path, *, max_duration: int, cuda: bool) -> dict[str
             "type": "AdamW",
             "params": {"lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.0},
         },
-        "scheduler": {
-            "type": "WarmupLR",
-            "params": {"warmup_min_lr": 0, "warmup_max_lr": 2e-3, "warmup_num_steps": 20},
-        },
         "zero_optimization": {"stage": 1},
         "bf16": {"enabled": bool(cuda)},
         "curriculum": {
             "max_duration": f"{max_duration}tok",
             "loss_weighting": "token",
             "seed": 1234,
+            # the lr by tokens: warmup over the first 5% to the optimizer's lr, cosine to 10%
+            "lr_schedule": {
+                "type": "cosine",
+                **({"warmup": f"{max_duration // 20}tok"} if max_duration >= 20 else {}),
+                "min_lr_ratio": 0.1,
+            },
             "schedule": [
                 {
                     "name": "docstrings",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from curriculum_ds.config import read_stream_info_checked
+from curriculum_ds.lr_schedule import LRSchedule
 from curriculum_ds.schedule import PhaseSchedule, duration_str
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
     max_seq_len and estimated optimizer steps. Steps: for ``tok``, duration / (global batch size ×
     mean of ``min(num_tokens, max_seq_len)`` over the mix, weighted by proportion); for ``ep``,
     duration × epoch size / global batch size. Shows ``?`` where a stream's info cannot be read.
+    A footer line sums the run up; with ``curriculum.lr_schedule`` one more line describes it.
 
     Args:
         run: the loaded config.
@@ -110,4 +112,10 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
         f"optimizer steps, loss_weighting {cfg.loss_weighting}, seed {cfg.seed}, dynamic "
         f"{'on' if cfg.dynamic.enabled else 'off'}"
     )
-    return "\n".join([*lines, footer])
+    lr = LRSchedule.from_config(cfg)
+    if lr is None:
+        return "\n".join([*lines, footer])
+    params = (run.ds_config.get("optimizer") or {}).get("params") or {}
+    peak = params.get("lr") if isinstance(params.get("lr"), int | float) else None
+    last_phase = cfg.lr_schedule is not None and cfg.lr_schedule.decay == "last_phase"
+    return "\n".join([*lines, footer, lr.describe(schedule.unit, peak=peak, last_phase=last_phase)])

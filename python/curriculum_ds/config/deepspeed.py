@@ -16,7 +16,9 @@ no distributed state:
 * ``scheduler.params`` must fit the signature of DeepSpeed's scheduler class (required
   parameters present, no unknown one, numbers where numbers are expected, no HF-Trainer
   ``"auto"``), and ``optimizer.params`` must hold no ``"auto"``;
-* an enabled monitor (``tensorboard``, ``wandb``, ``comet``) needs its package installed.
+* an enabled monitor (``tensorboard``, ``wandb``, ``comet``) needs its package installed;
+* a ``scheduler`` beside ``curriculum.lr_schedule`` is refused (:func:`lr_schedule_conflicts`):
+  both would set the learning rate.
 
 Every problem is one line; all are returned. Importing DeepSpeed sets ``DS_ACCELERATOR=cpu``
 without CUDA first (:func:`curriculum_ds.distributed.set_deepspeed_env`), so no CUDA warning is
@@ -44,6 +46,7 @@ __all__ = [
     "MONITOR_PACKAGES",
     "deepspeed_config_errors",
     "known_top_level_keys",
+    "lr_schedule_conflicts",
     "top_level_errors",
 ]
 
@@ -172,6 +175,29 @@ def _monitor_errors(ds_config: Mapping[str, Any]) -> list[str]:
                 f"which is not installed (pip install {package}, or set enabled to false)"
             )
     return errors
+
+
+def lr_schedule_conflicts(ds_config: Mapping[str, Any], curriculum: Any) -> list[str]:
+    """One line when the ds_config has a ``scheduler`` and the curriculum an ``lr_schedule``.
+
+    Args:
+        ds_config: the DeepSpeed part (without ``curriculum``).
+        curriculum: the raw ``curriculum`` value (any JSON; only a mapping can conflict).
+
+    Returns:
+        ``["scheduler: ..."]`` or ``[]``. Deterministic.
+    """
+    if (
+        ds_config.get("scheduler") is None
+        or not isinstance(curriculum, Mapping)
+        or curriculum.get("lr_schedule") is None
+    ):
+        return []
+    return [
+        "scheduler: a DeepSpeed scheduler beside curriculum.lr_schedule (both would set the "
+        'learning rate); remove "scheduler" (curriculum.lr_schedule warms up and decays by '
+        "tokens) or curriculum.lr_schedule"
+    ]
 
 
 def _auto_errors(ds_config: Mapping[str, Any], section: str) -> list[str]:

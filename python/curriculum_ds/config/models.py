@@ -36,6 +36,7 @@ __all__ = [
     "CurriculumConfig",
     "Duration",
     "DynamicConfig",
+    "LRScheduleConfig",
     "LoaderConfig",
     "PhaseConfig",
     "StreamConfig",
@@ -277,6 +278,56 @@ class DynamicConfig(_Model):
         return self
 
 
+class LRScheduleConfig(_Model):
+    """``curriculum.lr_schedule``: the learning rate as a function of progress (tok or ep).
+
+    Warmup rises linearly from 0 to the peak (each optimizer param group's own initial ``lr``),
+    then ``cosine`` or ``linear`` decay to ``min_lr_ratio × peak`` at ``max_duration``, or
+    ``wsd``: stable at the peak, then linear decay over the last ``decay`` to that floor. A step's
+    lr is the schedule at the step's END progress (:mod:`curriculum_ds.lr_schedule`).
+    """
+
+    type: Literal["cosine", "linear", "wsd"]
+    """The decay after warmup: ``"cosine"`` (half cosine to the floor at ``max_duration``),
+    ``"linear"`` (straight line to it), ``"wsd"`` (warmup-stable-decay: stable at the peak, then
+    linear over the last ``decay``)."""
+    warmup: Duration | None = None
+    """Length of the linear warmup from lr 0, in ``max_duration``'s unit (global progress:
+    non-padding tokens over all dp ranks, or passes); None (or absent): no warmup."""
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
+    """The floor as a fraction of the peak, in [0, 1]; reached at ``max_duration``."""
+    decay: Duration | Literal["last_phase"] | None = None
+    """``wsd`` only (required there): length of the final linear decay, in ``max_duration``'s
+    unit, or ``"last_phase"``: the decay is the schedule's last phase."""
+
+    @field_validator("decay", mode="before")
+    @classmethod
+    def _decay_word(cls, value: Any) -> Any:
+        if (
+            isinstance(value, str)
+            and value != "last_phase"
+            and not value.strip().endswith(("tok", "ep"))
+        ):
+            raise custom_error(
+                f'expected "<int>tok", "<number>ep" or "last_phase", got {show_value(value)}'
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_decay(self) -> LRScheduleConfig:
+        if self.type == "wsd" and self.decay is None:
+            raise custom_error(
+                'required with "type": "wsd" (a duration, or "last_phase")', ("decay",)
+            )
+        if self.type != "wsd" and self.decay is not None:
+            raise custom_error(
+                f'only "type": "wsd" has a decay ({self.type} decays from the end of warmup '
+                "to max_duration)",
+                ("decay",),
+            )
+        return self
+
+
 class CurriculumConfig(_Model):
     """The whole ``curriculum`` section of a ds_config."""
 
@@ -291,6 +342,9 @@ class CurriculumConfig(_Model):
     """The phases, run in order."""
     dynamic: DynamicConfig = Field(default_factory=DynamicConfig)
     """Dynamic bucket re-weighting settings."""
+    lr_schedule: LRScheduleConfig | None = None
+    """The token- (or epoch-) based learning-rate schedule; None: the optimizer's lr as it is
+    (or a ds_config ``scheduler``, which cannot be combined with this)."""
 
     @model_validator(mode="after")
     def _check_schedule(self) -> CurriculumConfig:
@@ -316,4 +370,44 @@ class CurriculumConfig(_Model):
                 f"the schedule's durations sum to {shown}, not {self.max_duration}",
                 ("max_duration",),
             )
+        if self.lr_schedule is not None:
+            self._check_lr_schedule(self.lr_schedule)
         return self
+
+    def _check_lr_schedule(self, lr: LRScheduleConfig) -> None:
+        """Units equal to ``max_duration``'s; warmup and decay fit in the run."""
+        unit, total = self.max_duration.unit, self.max_duration.value
+        for name in ("warmup", "decay"):
+            value = getattr(lr, name)
+            if isinstance(value, Duration) and value.unit != unit:
+                raise custom_error(
+                    f'unit "{value.unit}" differs from max_duration\'s "{unit}" ({value} vs '
+                    f"{self.max_duration}); the lr schedule counts progress in it",
+                    ("lr_schedule", name),
+                )
+        warmup = lr.warmup.value if lr.warmup is not None else 0
+        if lr.type != "wsd":
+            if warmup >= total:
+                raise custom_error(
+                    f"{lr.warmup} is not shorter than max_duration {self.max_duration}: "
+                    f"no {lr.type} decay would be left",
+                    ("lr_schedule", "warmup"),
+                )
+            return
+        if isinstance(lr.decay, Duration):
+            decay, shown = lr.decay, str(lr.decay)
+        else:  # "last_phase" (a wsd decay is never None: LRScheduleConfig)
+            decay = self.schedule[-1].duration
+            shown = f'"last_phase" ({decay}, schedule[{len(self.schedule) - 1}])'
+        if decay.value > total:
+            raise custom_error(
+                f"{decay} is longer than max_duration {self.max_duration}",
+                ("lr_schedule", "decay"),
+            )
+        if warmup + decay.value > total:
+            raise custom_error(
+                f"warmup {lr.warmup} + decay {shown} = "
+                f"{Duration(unit=unit, value=warmup + decay.value)} is longer than max_duration "
+                f"{self.max_duration}",
+                ("lr_schedule", "decay"),
+            )

@@ -223,12 +223,14 @@ def load_config(
         raise ConfigError(f"{path}: expected a JSON object at the top level, got {show_value(raw)}")
     # every problem of the file at once, one line each: unknown top-level keys (a misspelt
     # "curriculum" among them), the curriculum section, DeepSpeed's part
+    from curriculum_ds.config.deepspeed import lr_schedule_conflicts
     from curriculum_ds.preflight import check_model_context, deepspeed_config_errors
 
     ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
     errors = _batch_key_errors(ds_config)
     # DeepSpeed's own batch assertions would repeat a bad batch key less clearly
     errors += deepspeed_config_errors(ds_config, build=not errors)
+    errors += lr_schedule_conflicts(ds_config, raw.get("curriculum"))
     curriculum: CurriculumConfig | None = None
     if "curriculum" in raw:
         curriculum, curriculum_errors = _curriculum_errors(raw["curriculum"])
