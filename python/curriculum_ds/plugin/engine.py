@@ -135,6 +135,11 @@ def initialize(
             )
     run = load_run_config(config, check_data=check_data)
     _check_model_context(run, model)
+    if run.curriculum.lr_schedule is not None and deepspeed_kwargs.get("lr_scheduler") is not None:
+        raise ConfigError(
+            "lr_scheduler: initialize got an lr_scheduler beside curriculum.lr_schedule (both "
+            "would set the learning rate); pass one of them"
+        )
     if "optimizer" not in run.ds_config and deepspeed_kwargs.get("optimizer") is None:
         raise ConfigError(
             "optimizer: the ds_config has no optimizer section and initialize got no optimizer=; "
