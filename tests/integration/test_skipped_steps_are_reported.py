@@ -4,8 +4,9 @@ A step without a single loss-bearing token anywhere (every shifted label is -100
 loss, no update, its samples consumed. The run must not finish as if it had trained: the summary
 counts the skipped steps and a warning on stderr says how many of the run's steps were skipped,
 or that all were. The end-to-end run draws only one-token samples (no next token to predict), as
-in ``test_steps_without_loss_tokens.py``, in a single process without ``--no-progress``: the
-progress bar must show a skipped step instead of failing on its missing loss.
+in ``test_steps_without_loss_tokens.py``, in a single process without ``--no-progress`` and with
+its output captured: the log line (a file or pipe gets lines, not a progress bar) must show a
+skipped step instead of failing on its missing loss.
 """
 
 from __future__ import annotations
@@ -77,4 +78,8 @@ def test_a_run_whose_every_step_is_skipped_warns_at_its_end(tmp_path) -> None:
     warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("curriculum_ds: warning:")]
     assert warnings == [skipped_steps_warning(3, 3)]
     assert "ALL 3 optimizer steps of this run were skipped" in warnings[0]
-    assert "loss=skipped" in proc.stderr  # the progress bar's last refresh
+    # stderr is not a terminal here: no progress bar, one log line per interval on stdout (the
+    # first step's included), which shows a skipped step instead of failing on its missing loss
+    log_lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("curriculum_ds: step ")]
+    assert log_lines, proc.stdout
+    assert "| loss skipped |" in log_lines[0]
