@@ -29,7 +29,15 @@ if TYPE_CHECKING:
     from curriculum_ds.config import RunConfig
     from curriculum_ds.plugin import Curriculum
 
-__all__ = ["build_model", "build_parser", "main", "parse_args", "skipped_steps_warning", "train"]
+__all__ = [
+    "build_model",
+    "build_parser",
+    "main",
+    "parse_args",
+    "shutdown",
+    "skipped_steps_warning",
+    "train",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -402,5 +410,20 @@ def build_model(model: str | None, cfg: Any, max_seq_len: int) -> Any:
     return GPT2LMHeadModel(config)
 
 
+def shutdown() -> None:
+    """Destroy the process group before the interpreter exits.
+
+    ``torch.distributed``'s gloo group owns C++ worker threads; left to the interpreter's
+    teardown, a rank can abort there ("terminate called without an active exception", exit -6)
+    after the run itself succeeded. Destroying the group joins them first.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    shutdown()
+    sys.exit(exit_code)

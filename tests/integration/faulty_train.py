@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     code = train.main(rest)
     if code == 0 and faults.dump_state is not None:
         dump_state(faults.dump_state)
+    train.shutdown()
     return code
 
 
