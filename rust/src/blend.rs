@@ -132,14 +132,14 @@ mod tests {
     use super::*;
 
     /// The Python loop `blend_samples` replaces.
-    fn reference(p: &[f64], counts: &[i64], start: u64, n: usize) -> Vec<i64> {
-        let mut c = counts.to_vec();
+    fn reference(shares: &[f64], counts: &[i64], start: u64, n: usize) -> Vec<i64> {
+        let mut placed = counts.to_vec();
         (0..n as u64)
-            .map(|j| {
-                let k = (start + j + 1) as f64;
-                let s = argmax(p.len(), |s| p[s] * k - c[s] as f64);
-                c[s] += 1;
-                s as i64
+            .map(|slot| {
+                let k = (start + slot + 1) as f64;
+                let best = argmax(shares.len(), |s| shares[s] * k - placed[s] as f64);
+                placed[best] += 1;
+                best as i64
             })
             .collect()
     }
@@ -152,8 +152,8 @@ mod tests {
         assert_eq!(&all[..4], &[0, 1, 2, 0]);
         let first = blend_samples(&p, &[0, 0, 0], 0, 37).unwrap();
         let mut counts = [0i64; 3];
-        for &s in &first {
-            counts[s as usize] += 1;
+        for (s, count) in counts.iter_mut().enumerate() {
+            *count = first.iter().filter(|&&f| f == s as i64).count() as i64;
         }
         let rest = blend_samples(&p, &counts, 37, 63).unwrap();
         assert_eq!([first, rest].concat(), all);
@@ -166,7 +166,11 @@ mod tests {
         let streams = blend_tokens(&p, &[0, 0], &lengths, &[0, 200, 400], 200).unwrap();
         let mut placed = [0i64; 2];
         for &s in &streams {
-            placed[s as usize] += if s == 0 { 10 } else { 100 };
+            if s == 0 {
+                placed[0] += 10;
+            } else {
+                placed[1] += 100;
+            }
             let total = (placed[0] + placed[1]) as f64;
             for (s, &t) in placed.iter().enumerate() {
                 assert!((t as f64 - p[s] * total).abs() <= 100.0);

@@ -230,20 +230,19 @@ fn blend_tokens<'py>(
     offsets: &Bound<'py, PyAny>,
     n: i64,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
-    let p = typed::<f64>(proportions, "proportions", "float64")?;
-    let p = slice(&p, "proportions")?;
-    let t = typed::<i64>(tokens, "tokens", "int64")?;
-    let t = slice(&t, "tokens")?;
-    let l = typed::<i64>(lengths, "lengths", "int64")?;
-    let l = slice(&l, "lengths")?;
-    let o = typed::<i64>(offsets, "offsets", "int64")?;
-    let o = u64s(slice(&o, "offsets")?, "offsets")?;
-    let o: Vec<usize> = o
+    let shares = typed::<f64>(proportions, "proportions", "float64")?;
+    let shares = slice(&shares, "proportions")?;
+    let placed = typed::<i64>(tokens, "tokens", "int64")?;
+    let placed = slice(&placed, "tokens")?;
+    let next = typed::<i64>(lengths, "lengths", "int64")?;
+    let next = slice(&next, "lengths")?;
+    let bounds = typed::<i64>(offsets, "offsets", "int64")?;
+    let bounds: Vec<usize> = u64s(slice(&bounds, "offsets")?, "offsets")?
         .into_iter()
         .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
         .collect();
     let n = count(n, "n")?;
-    Ok(detach(py, || blend::blend_tokens(p, t, l, &o, n))?.into_pyarray(py))
+    Ok(detach(py, || blend::blend_tokens(shares, placed, next, &bounds, n))?.into_pyarray(py))
 }
 
 /// Fisher–Yates permutation of `0..n` from `(seed, epoch)`.

@@ -9,6 +9,7 @@ per-slot numpy loop it replaces drew.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,10 +17,11 @@ import numpy as np
 import pytest
 from helpers import make_dataset, ragged_docs
 
-from curriculum_ds.config import PhaseConfig
+from curriculum_ds.config import PhaseConfig, load_config
+from curriculum_ds.data import read_stream_info
 from curriculum_ds.kernels import blend_samples, blend_tokens
 from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.schedule_table import mix_shares
+from curriculum_ds.schedule_table import describe_schedule, mix_shares
 
 BATCH_SIZES = (16, 1, 7, 64, 3, 32)
 
@@ -187,3 +189,31 @@ def test_mix_shares_estimate():
     assert samples == [0.25, 0.75]
     assert tokens == pytest.approx([2.5 / 115, 112.5 / 115])
     assert mix_shares([1], [0.0], "samples") is None
+
+
+def test_validate_table_shows_the_realised_shares(datasets, tmp_path):
+    short, long = datasets
+    streams = [{"local": str(short), "proportion": 1}, {"local": str(long), "proportion": 1}]
+    phases = [
+        {"name": name, "duration": "10000tok", "train_loader": {"streams": streams, **extra}}
+        for name, extra in (("s", {}), ("t", {"proportion_unit": "tokens"}))
+    ]
+    cfg = {"max_duration": "20000tok", "schedule": phases}
+    (tmp_path / "ds.json").write_text(
+        json.dumps({"train_micro_batch_size_per_gpu": 8, "curriculum": cfg})
+    )
+    text = describe_schedule(load_config(tmp_path / "ds.json"))
+    infos = [read_stream_info(p) for p in datasets]
+    samples, _ = mix_shares(
+        [1, 1], [float(i.metrics["num_tokens"].mean()) for i in infos], "tokens"
+    )
+    assert (
+        f"phase 1 (t) mix in tokens; ~realised shares, samples / tokens: short "
+        f"{100 * samples[0]:.3g}% / 50%, long {100 * samples[1]:.3g}% / 50%"
+    ) in text.splitlines()
+    assert "phase 0 (s) mix in samples; ~realised shares, samples / tokens: short 50% / " in text
+    # ~steps: a global batch of 8 holds 8 / sum(share / mean) tokens in the tokens phase
+    mean = sum(
+        a * float(i.metrics["num_tokens"].mean()) for a, i in zip(samples, infos, strict=True)
+    )
+    assert text.splitlines()[3].split()[-1] == str(math.ceil(10000 / (8 * mean)))
