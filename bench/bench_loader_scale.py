@@ -92,10 +92,10 @@ def write_stream(out: Path, num_samples: int, lengths: tuple[int, int], seed: in
     return out
 
 
-def build_data(cache: Path, num_samples: int) -> tuple[Path, Path]:
+def build_data(cache: Path, num_samples: int, long_samples: int) -> tuple[Path, Path]:
     """The big stream (8–32 tokens per sample) and the long one (150–270), cached."""
     big = write_stream(cache / f"short_{num_samples}", num_samples, (8, 32), seed=1)
-    long = write_stream(cache / f"long_{LONG_SAMPLES}", LONG_SAMPLES, (150, 270), seed=2)
+    long = write_stream(cache / f"long_{long_samples}", long_samples, (150, 270), seed=2)
     return big, long
 
 
@@ -115,6 +115,8 @@ def phase(streams: list[tuple[Path, float]], unit: str = "samples") -> Any:
 # ---------------------------------------------------------------------------------- measuring
 def measure_build(streams: list[tuple[Path, float]]) -> dict[str, float]:
     """Build a PhaseLoader in this (fresh) process: wall seconds and peak RSS in MiB."""
+    import streaming  # noqa: F401  (imported before the clock starts, like in a training process)
+
     from curriculum_ds.loader import PhaseLoader
 
     cfg = phase(streams)
@@ -159,67 +161,80 @@ def measure_draw(
     return batches * GLOBAL_BATCH / seconds
 
 
-def ours_fetch(loader: Any, num_samples: int) -> tuple[int, float]:
-    """Non-padding tokens and seconds of drawing + fetching + collating ``num_samples``."""
-    tokens = 0
+def fetch_side(side: str, big: Path, num_samples: int) -> dict[str, float]:
+    """One side of the fetch comparison, in this (fresh) process: non-padding tokens per second.
+
+    ``ours``: ``next_global_batch(1024)`` + ``micro_batches`` (micro-batches of 32) of a
+    PhaseLoader over ``big``. ``streaming``: a shuffled ``StreamingDataset`` over the same shards
+    through ``StreamingDataLoader(num_workers=0)`` with the same padding collate. Each side runs in
+    its own process: streaming's iterator keeps background threads that would slow the other side.
+    ``startup_s`` is the time to the first batch (not in the rate).
+    """
+    import streaming  # noqa: F401  (imported before the clock starts, like in a training process)
+
+    from curriculum_ds.loader import PhaseLoader, collate
+
+    positions = np.arange(MICRO_BATCH, dtype=np.int64)
+
+    def pad(samples: list[dict[str, Any]]) -> dict[str, Any]:
+        """Our collate, as the dict of tensors a StreamingDataLoader batch usually is."""
+        mb = collate([np.asarray(s["input_ids"])[:MAX_SEQ_LEN] for s in samples], positions)
+        return {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask, "labels": mb.labels}
+
     start = time.perf_counter()
-    for _ in range(num_samples // GLOBAL_BATCH):
-        batch = loader.next_global_batch(GLOBAL_BATCH)
-        for mb in loader.micro_batches(
-            batch, dp_rank=0, dp_world_size=1, micro_batch_size=MICRO_BATCH
-        ):
-            tokens += int(mb.attention_mask.sum())
-    return tokens, time.perf_counter() - start
+    if side == "ours":
+        loader = PhaseLoader(phase([(big, 1.0)]), 0, seed=0)
 
+        def batches() -> Any:
+            while True:
+                batch = loader.next_global_batch(GLOBAL_BATCH)
+                yield from loader.micro_batches(
+                    batch, dp_rank=0, dp_world_size=1, micro_batch_size=MICRO_BATCH
+                )
 
-def streaming_fetch(iterator: Any, num_samples: int) -> tuple[int, float]:
-    """The same through a StreamingDataLoader iterator (its batches already collated)."""
+        iterator = (mb.attention_mask for mb in batches())
+    else:
+        from streaming import StreamingDataLoader, StreamingDataset
+
+        dataset = StreamingDataset(
+            local=str(big), batch_size=MICRO_BATCH, shuffle=True, shuffle_seed=0
+        )
+        loader = StreamingDataLoader(dataset, batch_size=MICRO_BATCH, num_workers=0, collate_fn=pad)
+        iterator = (mb["attention_mask"] for mb in loader)
+    next(iterator)
+    startup = time.perf_counter() - start
     tokens = 0
     start = time.perf_counter()
     for _ in range(num_samples // MICRO_BATCH):
-        mb = next(iterator)
-        tokens += int(mb.attention_mask.sum())
-    return tokens, time.perf_counter() - start
+        tokens += int(next(iterator).sum())
+    seconds = time.perf_counter() - start
+    if side == "ours":
+        loader.close()
+    # streaming's dataset is left to its own atexit cleanup: releasing its shared memory now, while
+    # its iterator's background thread still runs, makes that thread fail
+    return {"tokens_per_s": tokens / seconds, "startup_s": startup}
 
 
 def measure_fetch(big: Path, num_samples: int, rounds: int) -> dict[str, float]:
     """Tokens/s of ours and of streaming's StreamingDataLoader, alternated; medians, ratio."""
-    from streaming import StreamingDataLoader, StreamingDataset
-
-    from curriculum_ds.data import close_stream
-    from curriculum_ds.loader import PhaseLoader, collate
-
-    loader = PhaseLoader(phase([(big, 1.0)]), 0, seed=0)
-    dataset = StreamingDataset(
-        local=str(big), batch_size=MICRO_BATCH, shuffle=True, shuffle_seed=0, replication=None
-    )
-    positions = np.arange(MICRO_BATCH, dtype=np.int64)
-
-    def pad(samples: list[dict[str, Any]]) -> Any:
-        return collate([np.asarray(s["input_ids"])[:MAX_SEQ_LEN] for s in samples], positions)
-
-    start = time.perf_counter()
-    iterator = iter(
-        StreamingDataLoader(dataset, batch_size=MICRO_BATCH, num_workers=0, collate_fn=pad)
-    )
-    next(iterator)
-    first_batch_s = time.perf_counter() - start
-    ours: list[float] = []
-    theirs: list[float] = []
+    runs: dict[str, list[dict[str, float]]] = {"ours": [], "streaming": []}
     for _ in range(rounds):
-        tokens, seconds = ours_fetch(loader, num_samples)
-        ours.append(tokens / seconds)
-        tokens, seconds = streaming_fetch(iterator, num_samples)
-        theirs.append(tokens / seconds)
-    loader.close()
-    del iterator
-    close_stream(dataset)
-    ours_med, theirs_med = statistics.median(ours), statistics.median(theirs)
+        for side, results in runs.items():
+            out = subprocess.run(
+                [sys.executable, __file__, "--fetch-only", side, str(big), str(num_samples)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    ours = statistics.median(r["tokens_per_s"] for r in runs["ours"])
+    theirs = statistics.median(r["tokens_per_s"] for r in runs["streaming"])
     return {
-        "ours_tokens_per_s": ours_med,
-        "streaming_tokens_per_s": theirs_med,
-        "ratio": ours_med / theirs_med,
-        "streaming_first_batch_s": first_batch_s,
+        "ours_tokens_per_s": ours,
+        "streaming_tokens_per_s": theirs,
+        "ratio": ours / theirs,
+        "ours_startup_s": statistics.median(r["startup_s"] for r in runs["ours"]),
+        "streaming_startup_s": statistics.median(r["startup_s"] for r in runs["streaming"]),
     }
 
 
@@ -231,6 +246,7 @@ def _count(text: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--samples", type=_count, default=10**6, help="big stream size, e.g. 1e7")
+    parser.add_argument("--long-samples", type=_count, default=LONG_SAMPLES, help="long stream")
     parser.add_argument("--cache", type=Path, default=CACHE, help="where the streams are cached")
     parser.add_argument("--batches", type=int, default=300, help="global batches drawn per case")
     parser.add_argument("--fetch-samples", type=_count, default=32_768, help="per round and side")
@@ -238,23 +254,30 @@ def main() -> None:
     parser.add_argument("--generate-only", action="store_true", help="write the streams, exit")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--build-only", help=argparse.SUPPRESS)
+    parser.add_argument("--fetch-only", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fetch_only:
+        side, path, count = args.fetch_only
+        print(json.dumps(fetch_side(side, Path(path), int(count))))
+        return
     if args.build_only:
         streams = [(Path(p), float(w)) for p, w in json.loads(args.build_only)]
         print(json.dumps(measure_build(streams)))
         return
-    big, long = build_data(args.cache, args.samples)
+    big, long = build_data(args.cache, args.samples, args.long_samples)
     if args.generate_only:
         return
     mix = [(big, 0.7), (long, 0.3)]
     result: dict[str, Any] = {"samples": args.samples}
     result["build_big"] = build_in_subprocess([(big, 1.0)])
     result["build_mix"] = build_in_subprocess(mix)
+    print(f"  build: {result['build_big']}, {result['build_mix']}", file=sys.stderr)
     result["draw_samples_per_s"] = {
         "samples": measure_draw(mix, "samples", 1, args.batches),
         "tokens": measure_draw(mix, "tokens", 1, args.batches),
         "samples, 8 buckets": measure_draw(mix, "samples", 8, args.batches),
     }
+    print(f"  draw: {result['draw_samples_per_s']}", file=sys.stderr)
     result["fetch"] = measure_fetch(big, args.fetch_samples, args.rounds)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -274,7 +297,7 @@ def main() -> None:
     print(
         f"fetch+collate: ours {f['ours_tokens_per_s'] / 1e6:.2f} M tokens/s, StreamingDataLoader "
         f"{f['streaming_tokens_per_s'] / 1e6:.2f} M tokens/s, ratio {f['ratio']:.2f} "
-        f"(its first batch {f['streaming_first_batch_s']:.2f} s)"
+        f"(first batch after {f['ours_startup_s']:.2f} s vs {f['streaming_startup_s']:.2f} s)"
     )
 
 

@@ -104,14 +104,19 @@ class MicroBatch:
 def collate(
     samples: Sequence[npt.NDArray[np.integer[Any]]], positions: npt.NDArray[np.int64]
 ) -> MicroBatch:
-    """Right-pad token arrays to the longest one; padding bears no loss and no attention."""
-    seq_len = max(1, max(len(s) for s in samples))
-    input_ids = torch.zeros((len(samples), seq_len), dtype=torch.int64)
-    attention_mask = torch.zeros_like(input_ids)
-    for row, tokens in enumerate(samples):
-        input_ids[row, : len(tokens)] = torch.from_numpy(np.asarray(tokens, dtype=np.int64))
-        attention_mask[row, : len(tokens)] = 1
-    labels = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)
+    """Right-pad token arrays to the longest one; padding bears no loss and no attention.
+
+    Vectorised: one concatenation and one masked assignment for the whole micro-batch.
+    """
+    lengths = np.fromiter((len(s) for s in samples), dtype=np.int64, count=len(samples))
+    seq_len = max(1, int(lengths.max(initial=0)))
+    mask = np.arange(seq_len) < lengths[:, None]
+    ids = np.zeros((len(samples), seq_len), dtype=np.int64)
+    if len(samples):
+        ids[mask] = np.concatenate([np.asarray(s).reshape(-1) for s in samples])
+    input_ids = torch.from_numpy(ids)
+    attention_mask = torch.from_numpy(mask.astype(np.int64))
+    labels = input_ids.masked_fill(~torch.from_numpy(mask), IGNORE_INDEX)
     return MicroBatch(input_ids, attention_mask, labels, positions)
 
 
@@ -265,11 +270,11 @@ class PhaseLoader:
     # ----------------------------------------------------------------------------- fetching
     def fetch(self, pairs: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int32]]:
         """Read the token arrays of ``(stream_idx, sample_idx)`` pairs, truncated to max_seq_len."""
-        out = []
-        for stream, index in pairs:
-            tokens = self.datasets[int(stream)][int(index)]["input_ids"]
-            out.append(np.asarray(tokens)[: self.max_seq_len])
-        return out
+        datasets, limit = self.datasets, self.max_seq_len
+        return [
+            np.asarray(datasets[stream][index]["input_ids"])[:limit]
+            for stream, index in pairs.tolist()
+        ]
 
     def micro_batches(
         self,
