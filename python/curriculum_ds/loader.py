@@ -34,7 +34,7 @@ import numpy.typing as npt
 import torch
 
 from curriculum_ds.data import close_stream, open_stream, read_stream_info, sync_stream_metadata
-from curriculum_ds.data.streams import shared_memory_lock
+from curriculum_ds.data.streams import drop_cached_shard, shared_memory_lock
 from curriculum_ds.errors import DownloadError
 from curriculum_ds.kernels import BucketSampler
 from curriculum_ds.loss import IGNORE_INDEX
@@ -230,6 +230,8 @@ class PhaseLoader:
             try:
                 tokens = self.datasets[int(stream)][int(index)]["input_ids"]
             except Exception as err:  # streaming wraps storage errors in RuntimeError/ValueError
+                if self.remotes[int(stream)] is not None:  # no unverified shard left in the cache
+                    drop_cached_shard(self.datasets[int(stream)], int(index))
                 raise DownloadError(self._fetch_failure(int(stream), int(index), err)) from None
             out.append(np.asarray(tokens)[: self.max_seq_len])
         return out

@@ -23,7 +23,7 @@ from curriculum_ds.errors import DataError
 if TYPE_CHECKING:
     from streaming import StreamingDataset
 
-__all__ = ["close_stream", "open_stream", "shared_memory_lock"]
+__all__ = ["close_stream", "drop_cached_shard", "open_stream", "shared_memory_lock"]
 
 SHARED_MEMORY_LOCK = Path(tempfile.gettempdir()) / "curriculum_ds_streaming_shm.lock"
 """The node-wide lock file that orders shared-memory registrations and releases (POSIX flock)."""
@@ -170,3 +170,21 @@ def close_stream(ds: StreamingDataset) -> None:
     handles = _dataset_shared_memory(ds)
     with shared_memory_lock(exclusive=False):
         _release_shared_memory(handles)
+
+
+def drop_cached_shard(ds: StreamingDataset, sample_idx: int) -> None:
+    """Remove the cached files of the shard holding ``sample_idx`` (after a failed download).
+
+    mosaicml-streaming 0.13 leaves a downloaded shard that failed its hash check in the cache
+    folder under its final name; the next run would find it there and read it unchecked. Called
+    when reading a sample of a remote stream failed, so that the shard is downloaded again on the
+    next run. Best effort: never raises.
+    """
+    with contextlib.suppress(Exception):
+        shard_id, _ = ds.spanner[sample_idx]
+        stream = ds.streams[ds.stream_per_shard[shard_id]]
+        folder = Path(stream.local) / (stream.split or "")
+        for pair in ds.shards[shard_id].file_pairs:
+            for info in pair:
+                if info is not None:
+                    (folder / info.basename).unlink(missing_ok=True)
