@@ -29,11 +29,13 @@ from curriculum_ds.errors import DataError
 
 __all__ = [
     "INDEX_FILENAME",
+    "check_upload_target",
     "hash_algorithm",
     "list_remote",
     "remote_url",
     "shard_file",
     "sync_stream_metadata",
+    "upload_dataset",
 ]
 
 INDEX_FILENAME = "index.json"
@@ -229,6 +231,57 @@ def sync_stream_metadata(local: str | Path, remote: str) -> dict[str, Any]:
         elif not (same and path.is_file() and path.stat().st_size == listing[name]):
             _download(remote_url(remote, name), path)
     return index
+
+
+def upload_dataset(folder: str | Path, remote: str) -> list[str]:
+    """Upload a prepared dataset folder to an empty ``s3://`` or ``gs://`` prefix.
+
+    Through mosaicml-streaming's uploaders (``CloudUploader``, the ones ``MDSWriter`` uses, with
+    its endpoint and credential variables). The shards and sidecar files go first and
+    ``index.json`` last, so a reader never finds an index whose shards are not all there.
+
+    Args:
+        folder: A dataset folder written by :func:`~curriculum_ds.data.prepare` (files only).
+        remote: ``s3://bucket/prefix`` or ``gs://bucket/prefix``; must hold no file yet.
+
+    Returns:
+        The uploaded file names, in upload order.
+
+    Raises:
+        DataError: one line naming ``remote``: not an object-store URL, not listable (unknown
+            bucket, unreachable endpoint), not empty, or an upload that failed.
+    """
+    from streaming.base.storage.upload import CloudUploader
+
+    check_upload_target(remote)
+    folder = Path(folder)
+    names = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != INDEX_FILENAME)
+    names.append(INDEX_FILENAME)
+    try:
+        uploader = CloudUploader.get(out=(str(folder), remote), keep_local=True, exist_ok=True)
+        for name in names:
+            uploader.upload_file(name)
+    except Exception as err:  # every storage client raises its own errors
+        raise DataError(f"remote {remote}: upload failed: {_first_line(err)}") from None
+    return names
+
+
+def check_upload_target(remote: str) -> None:
+    """Refuse what :func:`upload_dataset` cannot write to: another scheme, or a non-empty prefix.
+
+    Raises:
+        DataError: not ``s3://``/``gs://`` with a bucket, the remote cannot be listed, or it
+            holds files (their count and one name).
+    """
+    scheme, sep, rest = remote.partition("://")
+    if not sep or scheme not in ("s3", "gs") or not rest.split("/", 1)[0]:
+        raise DataError(f"remote {remote}: expected s3://bucket/prefix or gs://bucket/prefix")
+    found = list_remote(remote)
+    if found:
+        raise DataError(
+            f"remote {remote}: not empty ({len(found)} file(s), e.g. {min(found)}); "
+            "prepare writes only to an empty prefix"
+        )
 
 
 def _read_or_none(path: Path) -> bytes | None:

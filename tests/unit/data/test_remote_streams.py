@@ -22,7 +22,7 @@ from object_store import delete_object, s3_server, upload_folder
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import PhaseConfig, parse_curriculum
 from curriculum_ds.data import prepare, sync_stream_metadata
-from curriculum_ds.data.remote import hash_algorithm
+from curriculum_ds.data.remote import hash_algorithm, list_remote
 from curriculum_ds.errors import ConfigError, DataError, DownloadError
 from curriculum_ds.loader import PhaseLoader
 
@@ -239,3 +239,29 @@ def test_sync_refuses_a_remote_without_index(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match=r"has no index.json \(not an MDS dataset\)"):
         sync_stream_metadata(tmp_path / "cache", str(tmp_path / "empty"))
+
+
+def test_prepare_uploads_to_an_empty_s3_prefix_only(tmp_path, monkeypatch):
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"text": d}) + "\n" for d in ragged_docs(40, seed=4)))
+    args = [str(src), "--max-seq-len", "64", "--out"]
+    local = tmp_path / "local"
+    assert CliRunner().invoke(cli_main, ["prepare", *args, str(local)]).exit_code == 0
+    with s3_server(monkeypatch) as server:
+        server.client().create_bucket(Bucket="out")
+        result = CliRunner().invoke(cli_main, ["prepare", *args, "s3://out/web"])
+        assert result.exit_code == 0, result.output
+        assert result.output.rstrip().endswith("to s3://out/web")
+        files = list_remote("s3://out/web")
+        assert files == {p.name: p.stat().st_size for p in local.iterdir()}
+        tokens = _all_tokens(_phase(tmp_path / "cache", "s3://out/web"))
+        assert _same(tokens, _all_tokens(_phase(local, None)))
+        line = one_error_line(CliRunner().invoke(cli_main, ["prepare", *args, "s3://out/web"]))
+        assert line == (
+            f"Error: remote s3://out/web: not empty ({len(files)} file(s), e.g. "
+            "curriculum_meta.json); prepare writes only to an empty prefix"
+        )
+        line = one_error_line(CliRunner().invoke(cli_main, ["prepare", *args, "s3://nobucket/x"]))
+        assert line.startswith("Error: remote s3://nobucket/x cannot be listed: "), line
+    line = one_error_line(CliRunner().invoke(cli_main, ["prepare", *args, "http://host/x"]))
+    assert line == "Error: remote http://host/x: expected s3://bucket/prefix or gs://bucket/prefix"
