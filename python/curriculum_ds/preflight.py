@@ -79,6 +79,7 @@ def _read_streams(
     """Each distinct stream's info and probed token-id range, keyed by ``local``; see above."""
     infos: dict[str, Any] = {}
     token_ranges: dict[str, tuple[int, int] | None] = {}
+    _check_one_remote_per_local(cfg)
     for i, phase in enumerate(cfg.schedule):
         for j, stream in enumerate(phase.train_loader.streams):
             if stream.local in infos:
@@ -111,6 +112,25 @@ def _read_streams(
                     f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
                 ) from None
     return infos, token_ranges
+
+
+def _check_one_remote_per_local(cfg: CurriculumConfig) -> None:
+    """A ``local`` folder is one stream's data or cache: every use of it names the same remote.
+
+    Raises:
+        ConfigError: naming the second use and the first.
+    """
+    remotes: dict[str, tuple[str | None, str]] = {}  # local -> (its remote, where first seen)
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            first = remotes.setdefault(stream.local, (stream.remote, _stream_path(i, phase, j)))
+            if first[0] != stream.remote:
+                raise ConfigError(
+                    f"{_stream_path(i, phase, j)}.remote: {show_value(stream.remote)}, but "
+                    f"{first[1].removeprefix('curriculum.')} reads the same local "
+                    f"{show_value(stream.local)} from {show_value(first[0])}; a cache folder "
+                    "belongs to one remote"
+                )
 
 
 def _read_remote_stream(path: str, stream: StreamConfig, remote: str) -> StreamInfo:

@@ -19,6 +19,7 @@ or the application default credentials of ``google-cloud-storage``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from pathlib import Path
@@ -41,6 +42,9 @@ __all__ = [
 INDEX_FILENAME = "index.json"
 SIDECARS = (META_FILENAME, METRICS_FILENAME)
 """The files of ``prepare`` besides the shards, downloaded with ``index.json`` when present."""
+SYNC_STAMP = ".curriculum_ds_synced"
+"""A cache folder's record (sha256 of the remote URL and its ``index.json``) that its sidecar
+files were downloaded for that index."""
 DOWNLOAD_TIMEOUT_S = 60.0
 """Seconds a metadata download may take (streaming's own default ``download_timeout``)."""
 
@@ -184,8 +188,8 @@ def sync_stream_metadata(local: str | Path, remote: str) -> dict[str, Any]:
     * every shard's downloaded file (:func:`shard_file`) must be listed, with the size
       ``index.json`` records;
     * downloads ``curriculum_meta.json`` and ``metrics.npz`` when the remote has them (kept when
-      the cached copies belong to the same index and have the listed sizes; a cached copy the
-      remote no longer has is removed);
+      an earlier sync stamped them as this remote's index's (:data:`SYNC_STAMP`) and they have
+      the listed sizes; a cached copy the remote no longer has is removed);
     * when ``index.json`` changed since the last sync, the cached shard files of the old index
       are removed (streaming would otherwise keep a stale shard of the same name).
 
@@ -211,9 +215,13 @@ def sync_stream_metadata(local: str | Path, remote: str) -> dict[str, Any]:
     index_path = local / INDEX_FILENAME
     old = _read_or_none(index_path)
     _download(remote_url(remote, INDEX_FILENAME), index_path)
-    same = old == _read_or_none(index_path)
-    if not same and old is not None:
+    new = _read_or_none(index_path) or b""
+    if old is not None and old != new:
         _drop_stale_shards(local, old)
+    # the sidecars in the cache are those of this remote's index once a sync wrote this stamp
+    # (after them): a process that finds no stamp (another one is still downloading) downloads
+    stamp = hashlib.sha256(remote.encode("utf-8") + b"\0" + new).hexdigest().encode("ascii")
+    synced = _read_or_none(local / SYNC_STAMP) == stamp
     index = read_index(local, require_shards=False)
     for i, shard in enumerate(index["shards"]):
         name, size, _ = shard_file(shard)
@@ -228,8 +236,12 @@ def sync_stream_metadata(local: str | Path, remote: str) -> dict[str, Any]:
         path = local / name
         if name not in listing:
             path.unlink(missing_ok=True)
-        elif not (same and path.is_file() and path.stat().st_size == listing[name]):
+        elif not (synced and path.is_file() and path.stat().st_size == listing[name]):
             _download(remote_url(remote, name), path)
+    if not synced:
+        tmp = local / f".{SYNC_STAMP}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        tmp.write_bytes(stamp)
+        os.replace(tmp, local / SYNC_STAMP)
     return index
 
 

@@ -25,6 +25,7 @@ from curriculum_ds.data import prepare, sync_stream_metadata
 from curriculum_ds.data.remote import hash_algorithm, list_remote
 from curriculum_ds.errors import ConfigError, DataError, DownloadError
 from curriculum_ds.loader import PhaseLoader
+from curriculum_ds.preflight import check_streams
 
 
 @pytest.fixture(scope="module")
@@ -265,3 +266,34 @@ def test_prepare_uploads_to_an_empty_s3_prefix_only(tmp_path, monkeypatch):
         assert line.startswith("Error: remote s3://nobucket/x cannot be listed: "), line
     line = one_error_line(CliRunner().invoke(cli_main, ["prepare", *args, "http://host/x"]))
     assert line == "Error: remote http://host/x: expected s3://bucket/prefix or gs://bucket/prefix"
+
+
+def test_a_second_sync_keeps_the_stamped_sidecars(dataset, tmp_path):
+    cache = tmp_path / "cache"
+    sync_stream_metadata(cache, str(dataset))
+    inode = (cache / "metrics.npz").stat().st_ino
+    sync_stream_metadata(cache, str(dataset))
+    assert (cache / "metrics.npz").stat().st_ino == inode  # not downloaded again
+    (cache / ".curriculum_ds_synced").unlink()  # e.g. another process still downloading
+    sync_stream_metadata(cache, str(dataset))
+    assert (cache / "metrics.npz").stat().st_ino != inode
+
+
+def test_one_cache_folder_for_two_remotes_is_refused(dataset, tmp_path):
+    def phase(name: str, remote: str) -> dict[str, Any]:
+        stream = {"local": str(tmp_path / "cache"), "remote": remote, "name": "web"}
+        return {"name": name, "duration": "1ep", "train_loader": {"streams": [stream]}}
+
+    cfg = parse_curriculum(
+        {
+            "max_duration": "2ep",
+            "schedule": [phase("a", str(dataset)), phase("b", "s3://x/2")],
+        }
+    )
+    with pytest.raises(ConfigError) as info:
+        check_streams(cfg)
+    assert str(info.value) == (
+        'curriculum.schedule[1] ("b").train_loader.streams[0].remote: "s3://x/2", but '
+        'schedule[0] ("a").train_loader.streams[0] reads the same local '
+        f'"{tmp_path / "cache"}" from "{dataset}"; a cache folder belongs to one remote'
+    )
