@@ -335,13 +335,17 @@ def _streaming_registration() -> Iterator[None]:
 
 
 def _sync_remote(name: str, local: str, remote: str) -> None:
-    """Bring a remote stream's metadata into its cache folder; errors name the stream."""
+    """Bring a remote stream's metadata into its cache folder.
+
+    Raises:
+        DownloadError: naming the stream (a verdict of this rank: each rank syncs on its own).
+    """
     from curriculum_ds.errors import DataError
 
     try:
         sync_stream_metadata(local, remote)
     except DataError as err:
-        raise DataError(f"stream {name!r}: {err}") from None
+        raise DownloadError(f"stream {name!r}: {err}") from None
 
 
 def _close_all(datasets: list[Any]) -> None:

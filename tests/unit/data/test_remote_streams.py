@@ -297,3 +297,10 @@ def test_one_cache_folder_for_two_remotes_is_refused(dataset, tmp_path):
         'schedule[0] ("a").train_loader.streams[0] reads the same local '
         f'"{tmp_path / "cache"}" from "{dataset}"; a cache folder belongs to one remote'
     )
+
+
+def test_a_loader_without_preflight_names_the_stream_it_cannot_sync(tmp_path):
+    nowhere = tmp_path / "nowhere"
+    with pytest.raises(DownloadError) as info:
+        PhaseLoader(_phase(tmp_path / "cache" / "web", str(nowhere)), 0, seed=7)
+    assert str(info.value).startswith(f"stream 'web': remote {nowhere} cannot be listed: ")
