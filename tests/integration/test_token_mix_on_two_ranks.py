@@ -38,17 +38,10 @@ def token_mix_run(tmp_path_factory):
         "max_seq_len": MAX_SEQ_LEN,
         "proportion_unit": "tokens",
     }
-    curriculum = {
-        "max_duration": "6000tok",
-        "seed": 3,
-        "schedule": [{"name": "mix", "duration": "6000tok", "train_loader": loader}],
-    }
-    cfg = write_ds_config(
-        root / "ds.json",
-        curriculum,
-        train_micro_batch_size_per_gpu=4,
-        gradient_accumulation_steps=2,
-    )
+    phase = {"name": "mix", "duration": "6000tok", "train_loader": loader}
+    batch_sizes = {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2}
+    curriculum = {"max_duration": "6000tok", "seed": 3, "schedule": [phase]}
+    cfg = write_ds_config(root / "ds.json", curriculum, **batch_sizes)
     run_dir = root / "run"
     launch(cfg, run_dir, "--save-interval", "4", "--trace-samples")
     resumed_dir = root / "resumed"
