@@ -79,31 +79,30 @@ def _read_streams(
     """Each distinct stream's info and probed token-id range, keyed by ``local``; see above."""
     infos: dict[str, Any] = {}
     token_ranges: dict[str, tuple[int, int] | None] = {}
-    for i, phase in enumerate(cfg.schedule):
-        for j, stream in enumerate(phase.train_loader.streams):
-            if stream.local in infos:
-                continue
-            where = f"{_stream_path(i, phase, j)}.local"
-            if not Path(stream.local).exists():
-                raise ConfigError(f"{where}: {show_value(stream.local)} does not exist")
-            if not Path(stream.local).is_dir():
-                raise ConfigError(f"{where}: {show_value(stream.local)} is not a directory")
-            if not (Path(stream.local) / "index.json").is_file():
-                raise ConfigError(
-                    f"{where}: {show_value(stream.local)} is not an MDS dataset (no index.json; "
-                    "build one with `curriculum-ds prepare`)"
-                )
-            try:
-                # the shards first: reading a foreign dataset's info decodes every sample
-                token_ranges[stream.local] = verify_stream_checked(
-                    stream.local, verify_hashes=verify_hashes
-                )
-                infos[stream.local] = read_stream_info_checked(stream.local)
-            except DataError as exc:
-                detail = str(exc).replace("\n", " ")
-                raise ConfigError(
-                    f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
-                ) from None
+    for path, stream in _all_streams(cfg):
+        if stream.local in infos:
+            continue
+        where = f"{path}.local"
+        if not Path(stream.local).exists():
+            raise ConfigError(f"{where}: {show_value(stream.local)} does not exist")
+        if not Path(stream.local).is_dir():
+            raise ConfigError(f"{where}: {show_value(stream.local)} is not a directory")
+        if not (Path(stream.local) / "index.json").is_file():
+            raise ConfigError(
+                f"{where}: {show_value(stream.local)} is not an MDS dataset (no index.json; "
+                "build one with `curriculum-ds prepare`)"
+            )
+        try:
+            # the shards first: reading a foreign dataset's info decodes every sample
+            token_ranges[stream.local] = verify_stream_checked(
+                stream.local, verify_hashes=verify_hashes
+            )
+            infos[stream.local] = read_stream_info_checked(stream.local)
+        except DataError as exc:
+            detail = str(exc).replace("\n", " ")
+            raise ConfigError(
+                f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
+            ) from None
     return infos, token_ranges
 
 
@@ -247,12 +246,30 @@ def check_model_context(cfg: CurriculumConfig, model: Any) -> None:
         for i, phase in enumerate(cfg.schedule)
         if phase.train_loader.max_seq_len > positions
     ]
+    eval_len = cfg.eval.max_seq_len if cfg.eval is not None else None
+    if eval_len is not None and eval_len > positions:
+        errors.append(
+            f"curriculum.eval.max_seq_len: {eval_len} exceeds the model's {positions} positions "
+            f"({source})"
+        )
     if errors:
         raise ConfigError(join_errors(errors))
 
 
 def _stream_path(i: int, phase: PhaseConfig, j: int) -> str:
     return f"curriculum.schedule[{i}] ({show_value(phase.name)}).train_loader.streams[{j}]"
+
+
+def _all_streams(cfg: CurriculumConfig, *, eval_streams: bool = True) -> list[tuple[str, Any]]:
+    """``(JSON path, stream config)`` of every train stream, then of every ``eval`` stream."""
+    streams: list[tuple[str, Any]] = [
+        (_stream_path(i, phase, j), stream)
+        for i, phase in enumerate(cfg.schedule)
+        for j, stream in enumerate(phase.train_loader.streams)
+    ]
+    if eval_streams and cfg.eval is not None:
+        streams += [(f"curriculum.eval.streams[{j}]", s) for j, s in enumerate(cfg.eval.streams)]
+    return streams
 
 
 def check_streams(
@@ -274,7 +291,9 @@ def check_streams(
       range-checked: the run may be given a ``--model`` this check does not know).
     * With ``strict`` and no ``model``, at least one stream must record its ``vocab_size``
       (else the run needs ``--model``).
-    * With dynamic re-weighting, every stream must have the ``static_metric`` column, and its
+    * The ``eval`` streams pass the same checks as the train streams (their errors name
+      ``curriculum.eval.streams[j].local``).
+    * With dynamic re-weighting, every train stream must have the ``static_metric`` column, and its
       values must be finite (the bucketing refuses a NaN or an infinity).
 
     Relative ``local`` paths are resolved against the current working directory. Reads the
@@ -295,11 +314,7 @@ def check_streams(
             value in it (naming the stream, the column and the sample index).
     """
     infos, token_ranges = _read_streams(cfg, verify_hashes=strict)
-    streams = [
-        (_stream_path(i, phase, j), stream)
-        for i, phase in enumerate(cfg.schedule)
-        for j, stream in enumerate(phase.train_loader.streams)
-    ]
+    streams = _all_streams(cfg)
     first_seen: dict[str, str] = {}  # local -> the path of its first use
     for where, stream in streams:
         first_seen.setdefault(stream.local, where)
@@ -373,7 +388,7 @@ def check_streams(
     if not cfg.dynamic.enabled:
         return
     metric = cfg.dynamic.static_metric
-    for where, stream in streams:
+    for where, stream in _all_streams(cfg, eval_streams=False):
         metrics = getattr(infos[stream.local], "metrics", None)
         if not isinstance(metrics, Mapping):
             continue
