@@ -28,7 +28,7 @@ DEFAULT_MAX_DURATION = 600_000
 """Tokens of the default demo run (global, non-padding): a few minutes on 2 CPU cores."""
 HELD_OUT_EVERY = 20
 """Every this-many-th document of each mix (the last of each group) is held out for evaluation."""
-EVAL_MAX_SAMPLES = 128
+EVAL_MAX_SAMPLES = 64
 """Held-out samples evaluated per stream (the first of the held-out split)."""
 
 

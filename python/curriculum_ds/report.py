@@ -232,8 +232,9 @@ def render_report(report: RunReport, out: Path) -> Path:
     axes[-1].set_xlabel("tokens (cumulative, global, non-padding)", fontsize=10)
     axes[-1].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_tokens_label))
     last = report.metrics[-1]
+    name = f"{report.run_dir.resolve().parent.name}/{report.run_dir.name}"
     fig.suptitle(
-        f"{report.run_dir.name}: {last['step']} steps, {_tokens_label(last['tokens'])} tokens, "
+        f"{name}: {last['step']} steps, {_tokens_label(last['tokens'])} tokens, "
         f"{len(report.phases)} phase(s)",
         fontsize=13,
         fontweight="bold",
@@ -308,7 +309,8 @@ def _train_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
     xs, ys = _xy([(r["tokens"], r.get("loss")) for r in report.metrics])
     ax.plot(xs, _rolling(ys, window), color="black", lw=1.4, label="total")
     title = "train loss per stream" if series else "train loss (no per-stream accounting in run)"
-    ax.set_title(title + f"  (rolling mean over {window} steps)", fontsize=10, loc="left")
+    smoothing = f"  (rolling mean over {window} steps)" if window > 1 else ""
+    ax.set_title(title + smoothing, fontsize=10, loc="left")
     ax.set_ylabel("loss (nats/token)", fontsize=9)
     _legend(ax)
 
