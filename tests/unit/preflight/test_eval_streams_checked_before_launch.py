@@ -45,6 +45,12 @@ def test_a_valid_eval_section_loads_with_its_data(
     assert run.curriculum.eval.streams[0].name == "web"
     assert str(run.curriculum.eval.interval) == "500tok"
     assert run.curriculum.eval.max_samples == 512
+    shown = CliRunner().invoke(cli_main, ["validate", str(tmp_path / "ds.json")])
+    assert shown.exit_code == 0, shown.output
+    assert (
+        "eval: 1 held-out stream(s) (web), every 500tok and at each phase end, the first 512 "
+        "samples of each" in shown.output
+    )
     # the name defaults to the folder's, as for train streams
     section = parse_curriculum(_with_eval(two_streams, streams=[{"local": str(val)}]))
     assert section.eval is not None
