@@ -198,3 +198,33 @@ def test_a_custom_forward_and_a_bad_one(whole: Evaluator) -> None:
     assert custom["streams"] == default["streams"]
     with pytest.raises(ValueError, match="must return logits"):
         ev.evaluate(model, lambda mb: 1.0, step=0, tokens=0, phase_idx=0, phase_name="a")
+
+
+def test_an_engine_whose_train_sets_the_wrapped_modules_mode(whole: Evaluator) -> None:
+    """DeepSpeed's engine.train/eval set ``engine.module``'s mode and leave its own flag alone."""
+
+    class EngineLike(torch.nn.Module):
+        def __init__(self, module: torch.nn.Module) -> None:
+            super().__init__()
+            self.module = module
+
+        def train(self, mode: bool = True) -> EngineLike:
+            self.module.train(mode)
+            return self
+
+        def eval(self) -> EngineLike:
+            return self.train(False)
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+            return self.module(input_ids, attention_mask)
+
+    model = NoisyLM()
+    engine = EngineLike(model)
+    model.eval()  # the user's loop had put the model in eval mode
+    _run(whole, engine)
+    assert model.calls
+    assert not model.training
+    model.train()
+    _run(whole, engine)
+    assert model.training
+    assert all(not training for training, *_ in model.calls)

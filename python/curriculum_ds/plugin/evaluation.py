@@ -182,7 +182,8 @@ class Evaluator:
         num_streams = len(self.stream_names)
         # [loss sum per stream (nats) ..., loss-bearing tokens per stream ...], this rank
         stats = torch.zeros(2 * num_streams, dtype=torch.float64, device=device)
-        was_training = bool(getattr(engine, "training", True))
+        # DeepSpeed's engine.train/eval set the wrapped module's mode, not the engine's own flag
+        was_training = bool(getattr(engine, "module", engine).training)
         with preserved_rng(), torch.no_grad():
             engine.eval()
             try:
