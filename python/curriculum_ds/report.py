@@ -5,8 +5,8 @@ Reads the run directory's ``metrics.jsonl`` (required), ``eval.jsonl`` and
 x axis (cumulative global non-padding tokens), every phase shaded and named:
 
 1. train loss per stream (``streams: {name: {samples, tokens, loss}}`` of each metrics row, a
-   rolling mean over the steps drawn over the raw values; the total loss in black). A run whose
-   rows have no ``streams`` shows the total loss alone.
+   rolling mean over the steps drawn over the raw values; the total loss dashed black). A run
+   whose rows have no ``streams`` shows the total loss alone.
 2. eval loss per stream (``eval.jsonl``), with the loss over all eval tokens dashed.
 3. the realised token share of each stream: cumulative stream tokens / cumulative tokens.
 4. the learning rate.
@@ -305,9 +305,10 @@ def _train_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
     for name, points in series.items():
         xs, ys = _xy(points)
         ax.plot(xs, ys, color=colors[name], alpha=0.25, lw=0.8)
-        ax.plot(xs, _rolling(ys, window), color=colors[name], lw=1.8, label=name)
+        ax.plot(xs, _rolling(ys, window), color=colors[name], lw=1.8, label=name, zorder=3)
     xs, ys = _xy([(r["tokens"], r.get("loss")) for r in report.metrics])
-    ax.plot(xs, _rolling(ys, window), color="black", lw=1.4, label="total")
+    style = {"ls": "--", "lw": 1.1, "alpha": 0.8} if series else {"lw": 1.6}
+    ax.plot(xs, _rolling(ys, window), color="black", label="total", zorder=2, **style)
     title = "train loss per stream" if series else "train loss (no per-stream accounting in run)"
     smoothing = f"  (rolling mean over {window} steps)" if window > 1 else ""
     ax.set_title(title + smoothing, fontsize=10, loc="left")
