@@ -43,8 +43,8 @@ def main() -> None:
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path),
-    help="output MDS folder (must not exist or be empty)",
+    help="output MDS folder (must not exist or be empty), or an empty s3://bucket/prefix or "
+    "gs://bucket/prefix to upload to",
 )
 @click.option(
     "--tokenizer",
@@ -73,7 +73,7 @@ def main() -> None:
 )
 def prepare(
     inputs: tuple[Path, ...],
-    out: Path,
+    out: str,
     tokenizer: Path | None,
     max_seq_len: int,
     format_: str | None,
@@ -89,21 +89,35 @@ def prepare(
     written; --format reads it anyway. Inside a folder (walked recursively, hidden entries
     skipped), files with other suffixes are skipped and counted, as are text files that are
     binary or not UTF-8; the summary line says what was skipped.
-    """
-    from curriculum_ds.data import prepare as prepare_fn
 
-    summary = prepare_fn(
-        list(inputs),
-        out,
-        tokenizer=tokenizer,
-        max_seq_len=max_seq_len,
-        format=format_,
-        text_field=text_field,
-        progress=sys.stderr.isatty(),  # a bar only on a terminal: off one it is a single long line
-    )
+    An --out of s3://... or gs://... (an empty prefix) is written to a temporary folder and
+    uploaded with mosaicml-streaming's uploaders, index.json last; endpoint and credentials come
+    from the environment (S3_ENDPOINT_URL, AWS_*; GCS_KEY/GCS_SECRET).
+    """
+    import tempfile
+
+    from curriculum_ds.data import prepare as prepare_fn
+    from curriculum_ds.data.remote import check_upload_target, upload_dataset
+
+    remote = out if "://" in out else None
+    with tempfile.TemporaryDirectory(prefix="curriculum_ds_prepare_") as tmp:
+        if remote is not None:
+            check_upload_target(remote)  # before tokenizing anything
+        summary = prepare_fn(
+            list(inputs),
+            Path(tmp) / "dataset" if remote is not None else Path(out),
+            tokenizer=tokenizer,
+            max_seq_len=max_seq_len,
+            format=format_,
+            text_field=text_field,
+            progress=sys.stderr.isatty(),  # a bar only on a terminal, else one long line
+        )
+        if remote is not None:
+            upload_dataset(summary.out, remote)
     click.echo(
         f"wrote {summary.num_samples:,} samples ({summary.num_tokens:,} tokens, "
-        f"vocab {summary.vocab_size}) from {summary.num_documents:,} documents to {summary.out}"
+        f"vocab {summary.vocab_size}) from {summary.num_documents:,} documents to "
+        f"{remote or summary.out}"
     )
     skipped = summary.describe_skipped()
     if skipped:

@@ -228,3 +228,18 @@ def test_an_engine_whose_train_sets_the_wrapped_modules_mode(whole: Evaluator) -
     _run(whole, engine)
     assert model.training
     assert all(not training for training, *_ in model.calls)
+
+
+def test_a_remote_eval_stream_reads_the_same_samples(
+    streams: dict[str, Path], whole: Evaluator, tmp_path: Path
+) -> None:
+    """A ``remote`` (here a folder, a shared file system) beside an empty ``local`` cache."""
+    section = _config(streams).model_dump(mode="json")
+    section["eval"]["streams"] = [
+        {"local": str(tmp_path / "cache"), "remote": str(streams["web"]), "name": "web"}
+    ]
+    remote = _evaluator(parse_curriculum(section))
+    model = NoisyLM()
+    row = _run(remote, model)
+    assert row["streams"]["web"] == _run(whole, model)["streams"]["web"]
+    assert (tmp_path / "cache" / "index.json").is_file()

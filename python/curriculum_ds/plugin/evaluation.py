@@ -29,6 +29,7 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +37,8 @@ import torch
 import torch.distributed as dist
 
 from curriculum_ds.data import close_stream, open_stream
-from curriculum_ds.loader import MicroBatch, _streaming_registration, collate
+from curriculum_ds.errors import DownloadError
+from curriculum_ds.loader import MicroBatch, _streaming_registration, _sync_remote, collate
 from curriculum_ds.loss import IGNORE_INDEX, per_sample_token_losses
 
 if TYPE_CHECKING:
@@ -114,6 +116,8 @@ class Evaluator:
 
         Raises:
             DataError: a stream cannot be opened (the preflight checked it before the run).
+            DownloadError: a remote stream's metadata or a sample cannot be fetched (names the
+                stream).
         """
         if self._batches is None:
             self._batches = self._read()
@@ -121,18 +125,21 @@ class Evaluator:
 
     def _read(self) -> list[EvalBatch]:
         batches: list[EvalBatch] = []
+        streams = self.config.streams
+        for name, s in zip(self.stream_names, streams, strict=True):
+            if s.remote is not None and not (Path(s.local) / "index.json").is_file():
+                _sync_remote(name, s.local, s.remote)  # preflight was skipped (check_data=False)
         with _streaming_registration():
-            datasets = [open_stream(s.local) for s in self.config.streams]
+            datasets = [open_stream(s.local, s.remote) for s in streams]
         try:
             for stream_idx, ds in enumerate(datasets):
                 num = min(self.config.max_samples, int(ds.num_samples))
                 per_rank = math.ceil(num / self.dp_world_size)
                 start = min(self.dp_rank * per_rank, num)
                 stop = min(start + per_rank, num)
-                samples = [
-                    np.asarray(ds[i]["input_ids"])[: self.max_seq_len] for i in range(start, stop)
-                ]
-                placeholder = np.asarray(ds[0]["input_ids"])[: self.max_seq_len]
+                name = self.stream_names[stream_idx]
+                samples = [self._sample(ds, name, i) for i in range(start, stop)]
+                placeholder = self._sample(ds, name, 0)
                 num_forwards = math.ceil(per_rank / self.micro_batch_size)
                 for k in range(num_forwards):
                     chunk = samples[k * self.micro_batch_size : (k + 1) * self.micro_batch_size]
@@ -141,6 +148,21 @@ class Evaluator:
             for ds in datasets:
                 close_stream(ds)
         return batches
+
+    def _sample(self, ds: Any, name: str, index: int) -> npt.NDArray[Any]:
+        """Sample ``index`` of an open stream, truncated to ``max_seq_len`` tokens.
+
+        Raises:
+            DownloadError: it cannot be read (a shard failed to download or verify, or went
+                missing), naming the eval stream.
+        """
+        try:
+            return np.asarray(ds[index]["input_ids"])[: self.max_seq_len]
+        except Exception as err:  # streaming wraps storage errors in RuntimeError/ValueError
+            detail = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise DownloadError(
+                f"eval stream {name!r}: cannot read sample {index}: {detail}"
+            ) from None
 
     # ------------------------------------------------------------------------------ run
     def evaluate(

@@ -126,3 +126,22 @@ def test_an_eval_max_seq_len_past_the_models_positions_is_refused(
         ConfigError, match=r"^curriculum.eval.max_seq_len: 128 exceeds the model's 64 positions"
     ):
         check_model_context(section, Model())
+
+
+def test_a_remote_eval_stream_is_checked_at_its_remote(
+    tmp_path: Path, two_streams: tuple[Path, Path], val: Path
+) -> None:
+    cache = tmp_path / "cache"
+    ok = _with_eval(two_streams, streams=[{"local": str(cache), "remote": str(val)}])
+    run = load_config(write_ds_config(tmp_path / "ok.json", ok), check_data=True)
+    assert run.curriculum.eval is not None
+    assert run.curriculum.eval.streams[0].remote == str(val)
+    assert (cache / "index.json").is_file()  # its metadata synced into the cache
+    bad = _with_eval(
+        two_streams, streams=[{"local": str(cache), "remote": str(tmp_path / "nowhere")}]
+    )
+    assert _validate(tmp_path, bad).startswith("Error: curriculum.eval.streams[0].remote: ")
+    scheme = _with_eval(two_streams, streams=[{"local": str(cache), "remote": "ftp://b/p"}])
+    assert "curriculum.eval.streams[0].remote: scheme 'ftp' is not supported" in _validate(
+        tmp_path, scheme
+    )
