@@ -37,6 +37,7 @@ from curriculum_ds.data import close_stream, open_stream, read_stream_info
 from curriculum_ds.data.streams import shared_memory_lock
 from curriculum_ds.kernels import BucketSampler
 from curriculum_ds.loss import IGNORE_INDEX
+from curriculum_ds.preflight import check_packed_rows
 
 if TYPE_CHECKING:
     from curriculum_ds.config import PhaseConfig
@@ -124,6 +125,12 @@ class PhaseLoader:
         self.max_seq_len = loader.max_seq_len
         self.stream_names = [s.name or _default_name(s.local) for s in loader.streams]
         self.infos = [read_stream_info(s.local) for s in loader.streams]
+        for j, info in enumerate(self.infos):  # a packed row is never cut (also preflighted)
+            check_packed_rows(
+                info,
+                self.max_seq_len,
+                f"curriculum.schedule[{phase_idx}] ({phase.name!r}).train_loader.streams[{j}]",
+            )
         with _streaming_registration():
             self.datasets = [open_stream(s.local) for s in loader.streams]
         # released by close(), or when the loader is garbage-collected if nobody called it
