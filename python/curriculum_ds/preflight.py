@@ -303,7 +303,9 @@ def check_streams(
       (else the run needs ``--model``).
     * A packed stream's rows must fit every phase that reads it (:func:`check_packed_rows`).
     * With dynamic re-weighting, every stream must have the ``static_metric`` column, and its
-      values must be finite (the bucketing refuses a NaN or an infinity).
+      values must be finite (the bucketing refuses a NaN or an infinity). ``num_tokens`` cannot
+      bucket a packed stream (every row but the last has the same length: the lone short row
+      would fill a bucket of its own and be drawn at that bucket's probability).
 
     Relative ``local`` paths are resolved against the current working directory. Reads the
     streams' metadata, shard headers and a few samples; deterministic.
@@ -409,6 +411,13 @@ def check_streams(
         return
     metric = cfg.dynamic.static_metric
     for where, stream in streams:
+        if metric == "num_tokens" and getattr(infos[stream.local], "packed", False):
+            raise ConfigError(
+                f'curriculum.dynamic.static_metric: "num_tokens" is the same for every row of '
+                f"the packed stream {show_value(stream.local)} ({where.removeprefix('curriculum.')}"
+                "), so it cannot order packed rows by difficulty; set static_metric to "
+                '"compression_ratio" or "token_entropy"'
+            )
         metrics = getattr(infos[stream.local], "metrics", None)
         if not isinstance(metrics, Mapping):
             continue

@@ -131,3 +131,17 @@ def test_packed_rows_longer_than_a_phase_are_refused_before_training(tmp_path: P
     # a phase at least as long as the rows reads them whole
     curriculum["schedule"][1]["train_loader"]["max_seq_len"] = 64
     load_config(write_ds_config(tmp_path / "ok.json", curriculum), check_data=True)
+
+
+def test_num_tokens_cannot_bucket_packed_rows(tmp_path: Path) -> None:
+    packed = make_dataset(tmp_path, "packed", DOCS, max_seq_len=64, pack=True)
+    short = make_dataset(tmp_path, "short", DOCS[:50], max_seq_len=64)
+    curriculum = two_phase_curriculum(short, packed, static_metric="num_tokens")
+    with pytest.raises(
+        ConfigError,
+        match=r'^curriculum\.dynamic\.static_metric: "num_tokens" is the same for every row of '
+        r"the packed stream .*packed\" \(schedule\[1\] \(\"mix\"\)\.train_loader\.streams\[1\]\), ",
+    ):
+        load_config(write_ds_config(tmp_path / "ds.json", curriculum), check_data=True)
+    curriculum["dynamic"]["static_metric"] = "compression_ratio"
+    load_config(write_ds_config(tmp_path / "ok.json", curriculum), check_data=True)
