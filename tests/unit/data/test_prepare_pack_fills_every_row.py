@@ -145,3 +145,27 @@ def test_num_tokens_cannot_bucket_packed_rows(tmp_path: Path) -> None:
         load_config(write_ds_config(tmp_path / "ds.json", curriculum), check_data=True)
     curriculum["dynamic"]["static_metric"] = "compression_ratio"
     load_config(write_ds_config(tmp_path / "ok.json", curriculum), check_data=True)
+
+
+def test_phase_loader_refuses_packed_rows_longer_than_its_phase(tmp_path: Path) -> None:
+    from curriculum_ds.config import PhaseConfig
+    from curriculum_ds.loader import PhaseLoader
+
+    packed = make_dataset(tmp_path, "packed", DOCS, max_seq_len=64, pack=True)
+
+    def phase(max_seq_len: int) -> PhaseConfig:
+        return PhaseConfig.model_validate(
+            {
+                "name": "p",
+                "duration": "1000tok",
+                "train_loader": {"streams": [{"local": str(packed)}], "max_seq_len": max_seq_len},
+            }
+        )
+
+    with pytest.raises(ConfigError, match=r"^curriculum\.schedule\[2\] \('p'\)\.train_loader"):
+        PhaseLoader(phase(32), 2, seed=0)
+    loader = PhaseLoader(phase(64), 2, seed=0)
+    batch = loader.next_global_batch(16)
+    lengths = read_stream_info(packed).metrics["num_tokens"]
+    assert [r.size for r in loader.fetch(batch)] == [lengths[i] for _, i in batch]  # whole rows
+    loader.close()
