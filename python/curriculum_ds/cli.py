@@ -43,8 +43,8 @@ def main() -> None:
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path),
-    help="output MDS folder (must not exist or be empty)",
+    help="output MDS folder (must not exist or be empty), or an empty s3://bucket/prefix or "
+    "gs://bucket/prefix to upload to",
 )
 @click.option(
     "--tokenizer",
@@ -80,7 +80,7 @@ def main() -> None:
 )
 def prepare(
     inputs: tuple[Path, ...],
-    out: Path,
+    out: str,
     tokenizer: Path | None,
     max_seq_len: int,
     pack: bool,
@@ -105,23 +105,36 @@ def prepare(
     Each sample carries its metric columns. The summary gives the padding fraction at
     --max-seq-len, unpacked and packed: the share of token slots that are padding when every
     row is padded to --max-seq-len.
-    """
-    from curriculum_ds.data import prepare as prepare_fn
 
-    summary = prepare_fn(
-        list(inputs),
-        out,
-        tokenizer=tokenizer,
-        max_seq_len=max_seq_len,
-        format=format_,
-        text_field=text_field,
-        pack=pack,
-        progress=sys.stderr.isatty(),  # a bar only on a terminal: off one it is a single long line
-    )
+    An --out of s3://... or gs://... (an empty prefix) is written to a temporary folder and
+    uploaded with mosaicml-streaming's uploaders, index.json last; endpoint and credentials come
+    from the environment (S3_ENDPOINT_URL, AWS_*; GCS_KEY/GCS_SECRET).
+    """
+    import tempfile
+
+    from curriculum_ds.data import prepare as prepare_fn
+    from curriculum_ds.data.remote import check_upload_target, upload_dataset
+
+    remote = out if "://" in out else None
+    with tempfile.TemporaryDirectory(prefix="curriculum_ds_prepare_") as tmp:
+        if remote is not None:
+            check_upload_target(remote)  # before tokenizing anything
+        summary = prepare_fn(
+            list(inputs),
+            Path(tmp) / "dataset" if remote is not None else Path(out),
+            tokenizer=tokenizer,
+            max_seq_len=max_seq_len,
+            format=format_,
+            text_field=text_field,
+            pack=pack,
+            progress=sys.stderr.isatty(),  # a bar only on a terminal, else one long line
+        )
+        if remote is not None:
+            upload_dataset(summary.out, remote)
     click.echo(
         f"wrote {summary.num_samples:,} {'packed rows' if pack else 'samples'} "
         f"({summary.num_tokens:,} tokens, vocab {summary.vocab_size}) from "
-        f"{summary.num_documents:,} documents to {summary.out}"
+        f"{summary.num_documents:,} documents to {remote or summary.out}"
     )
     click.echo(summary.describe_padding())
     skipped = summary.describe_skipped()

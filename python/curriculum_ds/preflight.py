@@ -33,7 +33,7 @@ from curriculum_ds.config.messages import join_errors, show_value
 from curriculum_ds.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from curriculum_ds.config.models import CurriculumConfig, PhaseConfig
+    from curriculum_ds.config.models import CurriculumConfig, PhaseConfig, StreamConfig
     from curriculum_ds.data import StreamInfo
 
 __all__ = [
@@ -49,8 +49,8 @@ __all__ = [
 ]
 
 
-def read_stream_info_checked(local: str) -> StreamInfo:
-    """``curriculum_ds.data.read_stream_info(local)``: num_samples, vocab_size, metrics.
+def read_stream_info_checked(local: str, *, remote: str | None = None) -> StreamInfo:
+    """``curriculum_ds.data.read_stream_info(local, remote=...)``: num_samples, vocab_size, metrics.
 
     Imported lazily so that validating a config does not import streaming until data is read.
 
@@ -59,7 +59,7 @@ def read_stream_info_checked(local: str) -> StreamInfo:
     """
     from curriculum_ds.data import read_stream_info
 
-    return read_stream_info(local)
+    return read_stream_info(local, remote=remote)
 
 
 def stream_infos(cfg: CurriculumConfig) -> dict[str, Any]:
@@ -80,9 +80,16 @@ def _read_streams(
     """Each distinct stream's info and probed token-id range, keyed by ``local``; see above."""
     infos: dict[str, Any] = {}
     token_ranges: dict[str, tuple[int, int] | None] = {}
+    _check_one_remote_per_local(cfg)
     for i, phase in enumerate(cfg.schedule):
         for j, stream in enumerate(phase.train_loader.streams):
             if stream.local in infos:
+                continue
+            if stream.remote is not None:
+                infos[stream.local] = _read_remote_stream(
+                    _stream_path(i, phase, j), stream, stream.remote
+                )
+                token_ranges[stream.local] = None  # the shards are not downloaded to check
                 continue
             where = f"{_stream_path(i, phase, j)}.local"
             if not Path(stream.local).exists():
@@ -106,6 +113,43 @@ def _read_streams(
                     f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
                 ) from None
     return infos, token_ranges
+
+
+def _check_one_remote_per_local(cfg: CurriculumConfig) -> None:
+    """A ``local`` folder is one stream's data or cache: every use of it names the same remote.
+
+    Raises:
+        ConfigError: naming the second use and the first.
+    """
+    remotes: dict[str, tuple[str | None, str]] = {}  # local -> (its remote, where first seen)
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            first = remotes.setdefault(stream.local, (stream.remote, _stream_path(i, phase, j)))
+            if first[0] != stream.remote:
+                raise ConfigError(
+                    f"{_stream_path(i, phase, j)}.remote: {show_value(stream.remote)}, but "
+                    f"{first[1].removeprefix('curriculum.')} reads the same local "
+                    f"{show_value(stream.local)} from {show_value(first[0])}; a cache folder "
+                    "belongs to one remote"
+                )
+
+
+def _read_remote_stream(path: str, stream: StreamConfig, remote: str) -> StreamInfo:
+    """A remote stream's info, after checking its remote (listing, index, every shard file).
+
+    Raises:
+        ConfigError: ``<path>.remote: stream "name" (remote): <why>``.
+    """
+    from curriculum_ds.data import sync_stream_metadata
+
+    try:
+        sync_stream_metadata(stream.local, remote)
+        return read_stream_info_checked(stream.local, remote=remote)
+    except DataError as exc:
+        detail = str(exc).replace("\n", " ")
+        raise ConfigError(
+            f"{path}.remote: stream {show_value(stream.name)} ({remote}): {detail}"
+        ) from None
 
 
 def verify_stream_checked(local: str, *, verify_hashes: bool = False) -> tuple[int, int] | None:
@@ -306,6 +350,13 @@ def check_streams(
       values must be finite (the bucketing refuses a NaN or an infinity). ``num_tokens`` cannot
       bucket a packed stream (every row but the last has the same length: the lone short row
       would fill a bucket of its own and be drawn at that bucket's probability).
+
+    A stream with a ``remote`` is checked there instead of on disk
+    (:func:`curriculum_ds.data.sync_stream_metadata`): the remote must answer and hold
+    ``index.json`` and every shard file it lists, at its recorded size; its ``index.json`` and
+    sidecar files are downloaded into ``local`` (the cache folder). Its shards are not probed
+    (that would download them): mosaicml-streaming checks each one against its recorded hash
+    when it downloads it during training.
 
     Relative ``local`` paths are resolved against the current working directory. Reads the
     streams' metadata, shard headers and a few samples; deterministic.

@@ -43,13 +43,15 @@ Parquet, saved HF datasets), ``packing`` (rows: split or packed; padding fractio
 ``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``index`` (``index.json`` and
 the sidecar file names), ``info`` (:func:`read_stream_info`), ``verify`` (:func:`verify_stream`),
 ``streams`` (:func:`open_stream`, :func:`close_stream` and the mosaicml-streaming shared-memory
-workarounds). Every name below is re-exported here.
+workarounds), ``remote`` (:func:`sync_stream_metadata`: a remote stream's listing, index and
+sidecar files). Every name below is re-exported here.
 """
 
 from curriculum_ds.data.documents import json_limit_reason
 from curriculum_ds.data.index import DATASET_FORMAT, META_FILENAME, METRICS_FILENAME
 from curriculum_ds.data.info import StreamInfo, read_stream_info
 from curriculum_ds.data.metrics import METRIC_COLUMNS, compression_ratio, token_entropy
+from curriculum_ds.data.remote import sync_stream_metadata
 from curriculum_ds.data.streams import close_stream, open_stream
 from curriculum_ds.data.tokenizers import (
     EOS_TOKEN_CANDIDATES,
@@ -85,6 +87,7 @@ __all__ = [
     "prepare",
     "read_stream_info",
     "split_document",
+    "sync_stream_metadata",
     "token_entropy",
     "verify_stream",
 ]
