@@ -38,6 +38,7 @@ from curriculum_ds.data.streams import drop_cached_shard, shared_memory_lock
 from curriculum_ds.errors import DownloadError
 from curriculum_ds.kernels import BucketSampler
 from curriculum_ds.loss import IGNORE_INDEX
+from curriculum_ds.preflight import check_packed_rows
 
 if TYPE_CHECKING:
     from curriculum_ds.config import PhaseConfig
@@ -129,6 +130,12 @@ class PhaseLoader:
             if s.remote is not None and not (Path(s.local) / "index.json").is_file():
                 _sync_remote(name, s.local, s.remote)  # preflight was skipped (check_data=False)
         self.infos = [read_stream_info(s.local, remote=s.remote) for s in loader.streams]
+        for j, info in enumerate(self.infos):  # a packed row is never cut (also preflighted)
+            check_packed_rows(
+                info,
+                self.max_seq_len,
+                f"curriculum.schedule[{phase_idx}] ({phase.name!r}).train_loader.streams[{j}]",
+            )
         with _streaming_registration():
             self.datasets = [open_stream(s.local, s.remote) for s in loader.streams]
         # released by close(), or when the loader is garbage-collected if nobody called it

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "POSITION_KEYS",
     "check_model_context",
+    "check_packed_rows",
     "check_streams",
     "deepspeed_config_errors",
     "model_max_positions",
@@ -304,6 +305,32 @@ def check_model_context(cfg: CurriculumConfig, model: Any) -> None:
         raise ConfigError(join_errors(errors))
 
 
+def check_packed_rows(info: Any, max_seq_len: int, where: str) -> None:
+    """Refuse a packed stream whose rows are longer than the phase's ``max_seq_len``.
+
+    A packed row (``prepare --pack``) spans documents; cutting it to a shorter ``max_seq_len``
+    would drop the rest of the row's tokens, so it is refused rather than truncated. Rows shorter
+    than ``max_seq_len`` are fine (a micro-batch is padded to its longest row).
+
+    Args:
+        info: The stream's :class:`~curriculum_ds.data.StreamInfo` (``packed``, ``max_seq_len``).
+        max_seq_len: The phase's ``train_loader.max_seq_len``, tokens.
+        where: The stream's JSON path and phase, for the message.
+
+    Raises:
+        ConfigError: one line naming the stream, its row length and the phase's max_seq_len.
+    """
+    row_len = getattr(info, "max_seq_len", None)
+    if getattr(info, "packed", False) and isinstance(row_len, int) and row_len > max_seq_len:
+        local = getattr(info, "local", "?")
+        raise ConfigError(
+            f"{where}.local: {show_value(str(local))} is packed into rows of {row_len} tokens, "
+            f"longer than the phase's max_seq_len {max_seq_len} (a packed row is never cut); "
+            f"raise max_seq_len to {row_len} or re-run `curriculum-ds prepare --pack "
+            f"--max-seq-len {max_seq_len}`"
+        )
+
+
 def _stream_path(i: int, phase: PhaseConfig, j: int) -> str:
     return f"curriculum.schedule[{i}] ({show_value(phase.name)}).train_loader.streams[{j}]"
 
@@ -341,8 +368,11 @@ def check_streams(
       (else the run needs ``--model``).
     * The ``eval`` streams pass the same checks as the train streams (their errors name
       ``curriculum.eval.streams[j].local``).
-    * With dynamic re-weighting, every train stream must have the ``static_metric`` column, and its
-      values must be finite (the bucketing refuses a NaN or an infinity).
+    * A packed stream's rows must fit every phase that reads it (:func:`check_packed_rows`).
+    * With dynamic re-weighting, every train stream must have the ``static_metric`` column, and
+      its values must be finite (the bucketing refuses a NaN or an infinity). ``num_tokens``
+      cannot bucket a packed stream (every row but the last has the same length: the lone short
+      row would fill a bucket of its own and be drawn at that bucket's probability).
 
     A stream with a ``remote`` is checked there instead of on disk
     (:func:`curriculum_ds.data.sync_stream_metadata`): the remote must answer and hold
@@ -363,7 +393,8 @@ def check_streams(
     Raises:
         ConfigError: naming the JSON path and phase of the first bad stream (missing, not MDS,
             unreadable, empty, a shard file missing/truncated/corrupt, another vocab_size or
-            tokenizer, a token id out of range, no known vocab_size), ``--model`` when its folder
+            tokenizer, a token id out of range, no known vocab_size, packed rows longer than the
+            phase's max_seq_len), ``--model`` when its folder
             or ``vocab_size`` cannot be read, or ``curriculum.dynamic.static_metric`` when dynamic
             re-weighting is enabled and a stream lacks that metric column or holds a non-finite
             value in it (naming the stream, the column and the sample index).
@@ -399,6 +430,12 @@ def check_streams(
                 f"{where}.local: {show_value(stream.local)} was prepared with tokenizer "
                 f"{identity[1]} but {show_value(first_tok[2])} ({first_tok[3]}) with tokenizer "
                 f"{first_tok[1]}; all streams must share one tokenizer"
+            )
+
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            check_packed_rows(
+                infos[stream.local], phase.train_loader.max_seq_len, _stream_path(i, phase, j)
             )
 
     run_vocab: tuple[int, str] | None = None  # (vocab_size, where it comes from)
@@ -444,6 +481,13 @@ def check_streams(
         return
     metric = cfg.dynamic.static_metric
     for where, stream in _all_streams(cfg, eval_streams=False):
+        if metric == "num_tokens" and getattr(infos[stream.local], "packed", False):
+            raise ConfigError(
+                f'curriculum.dynamic.static_metric: "num_tokens" is the same for every row of '
+                f"the packed stream {show_value(stream.local)} ({where.removeprefix('curriculum.')}"
+                "), so it cannot order packed rows by difficulty; set static_metric to "
+                '"compression_ratio" or "token_entropy"'
+            )
         metrics = getattr(infos[stream.local], "metrics", None)
         if not isinstance(metrics, Mapping):
             continue
