@@ -291,7 +291,6 @@ def _evaluate(curriculum: Curriculum, log: Any, bar: Any) -> dict[str, Any]:
     row = curriculum.evaluate()
     if log is not None:
         log.write_eval(row)
-        write_eval_to_monitor(curriculum, row)
         streams = "  ".join(
             f"{name} {_loss_postfix(s['loss'])}" for name, s in row["streams"].items()
         )
@@ -304,15 +303,6 @@ def _evaluate(curriculum: Curriculum, log: Any, bar: Any) -> dict[str, Any]:
         else:
             print(line, flush=True)
     return row
-
-
-def write_eval_to_monitor(curriculum: Curriculum, row: dict[str, Any]) -> None:
-    """MONITOR HOOK: send an ``eval.jsonl`` row to DeepSpeed's monitors (rank 0).
-
-    The call site for the monitors' ``write_eval(row)`` (tensorboard / wandb / csv_monitor of the
-    ds_config; issue 11 item 3); a no-op until that is wired here.
-    """
-    del curriculum, row
 
 
 def _not_empty(path: Path) -> bool:

@@ -24,6 +24,7 @@ from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr
+from curriculum_ds.monitoring import CurriculumMonitor
 from curriculum_ds.plugin import checkpoints
 from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.step import Step
@@ -68,6 +69,10 @@ class Curriculum:
         num_skipped_steps: steps of this process without loss-bearing tokens.
         evaluator: the held-out evaluation (``curriculum.eval``), or None without one; see
             :attr:`eval_due` and :meth:`evaluate`.
+        monitor: on global rank 0 when the ds_config enables DeepSpeed's ``tensorboard``,
+            ``wandb`` or ``csv_monitor``, the :class:`~curriculum_ds.monitoring.
+            CurriculumMonitor` that every finished step (and re-weighting recompute) is written
+            to (``curriculum/...`` tags), and every :meth:`evaluate` row. None otherwise.
     """
 
     def __init__(self, engine: Any, run: RunConfig) -> None:
@@ -92,6 +97,7 @@ class Curriculum:
         self.consumed_samples = 0
         self.progress: Progress = self._zero()
         self.num_skipped_steps = 0
+        self.monitor = CurriculumMonitor.for_engine(engine)
         self.resumed_from: Path | None = None
         self._loader: PhaseLoader | None = None
         # what the next phase loader built restores (then None): set by a resume
@@ -169,7 +175,8 @@ class Curriculum:
         )
         if self._last_time is None:
             self._last_time = time.perf_counter()
-        step_tokens = loader.batch_tokens(batch)
+        stream_tokens = loader.stream_tokens(batch)
+        step_tokens = int(stream_tokens.sum())
         if self.lr_schedule is not None:  # at the step's END progress, before Step reads its lr
             end = self.progress + (
                 step_tokens
@@ -184,7 +191,7 @@ class Curriculum:
             phase_name=loader.phase.name,
             samples=batch,
             micro_batches=micro_batches,
-            step_tokens=step_tokens,
+            stream_tokens=stream_tokens,
             stream_names=loader.stream_names,
         )
         return self._step
@@ -252,7 +259,7 @@ class Curriculum:
         now = time.perf_counter()
         elapsed = now - (self._last_time if self._last_time is not None else now)
         self._last_time = now
-        return {
+        record = {
             "step": self.global_step,
             "phase": step.phase_idx,
             "phase_name": step.phase_name,
@@ -266,7 +273,13 @@ class Curriculum:
             "lr": step.lr,
             "tokens_per_s": round(step.step_tokens / max(elapsed, 1e-9), 1),
             "phase_epochs": round(loader.epochs_done(), 6),
+            "streams": result["streams"],
         }
+        if self.monitor is not None:  # the ds_config's tensorboard / wandb / csv_monitor
+            self.monitor.write_step(record)
+            if step.reweighting is not None:
+                self.monitor.write_buckets(step.reweighting)
+        return record
 
     # ------------------------------------------------------------------------- evaluation
     @property
@@ -318,6 +331,8 @@ class Curriculum:
         if self._last_time is not None:  # not training time: out of the next tokens_per_s
             self._last_time += row["eval_time_s"]
         self._last_span = None
+        if self.monitor is not None:  # curriculum/eval/... in the ds_config's monitors
+            self.monitor.write_eval(row)
         return row
 
     # ------------------------------------------------------------------------------ state
