@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 from curriculum_ds._native import __version__
 from curriculum_ds.errors import (
     BucketingError,
+    CheckpointError,
     ConfigError,
     CurriculumError,
     DataError,
+    NonFiniteLossError,
     ResumeError,
     SamplingError,
     StepError,
@@ -61,11 +63,13 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BucketSampler",
     "BucketingError",
+    "CheckpointError",
     "ConfigError",
     "Curriculum",
     "CurriculumError",
     "DataError",
     "MicroBatch",
+    "NonFiniteLossError",
     "ResumeError",
     "RollingWindow",
     "SamplingError",
