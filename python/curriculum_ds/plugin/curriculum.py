@@ -76,7 +76,7 @@ class Curriculum:
             does not look at it leaves its ``for`` at the next draw (iteration stops).
         stop_signal: the SIGTERM handler of this process
             (:class:`~curriculum_ds.plugin.preemption.StopSignal`), installed when the curriculum
-            is built (main thread only) and removed by :meth:`close`.
+            is built (main thread only) and removed by :meth:`close` or when iteration ends.
         num_skipped_steps: steps of this process without loss-bearing tokens.
         num_nonfinite_steps: steps of this process that applied no update because their global
             loss (or gradient norm) was NaN/inf (``skip_reason`` in the step's record).
@@ -158,7 +158,7 @@ class Curriculum:
             )
         self._check_nonfinite_limit()
         if self.stop_requested:  # preempted, and the loop did not stop by itself
-            self._close_loader()
+            self.close()
             raise StopIteration
         if self.is_done:
             self._close_loader()
@@ -168,6 +168,7 @@ class Curriculum:
                     f"at step {self.global_step}): nothing left to iterate"
                 )
             self._exhausted = True
+            self.stop_signal.restore()  # SIGTERM is the default again once the loop is over
             raise StopIteration
         loader = self._phase_loader()
         probs = self.dynamic.probs if self.dynamic is not None else None
