@@ -26,9 +26,7 @@ def locate_checkpoint(ckpt: Path) -> tuple[Path, str]:
     if latest.is_file():
         tag = _read_latest(latest)
         if not tag or "/" in tag or not (ckpt / tag).is_dir():
-            raise ResumeError(
-                f"{latest}: names the tag {tag!r}, which is not a checkpoint folder in {ckpt}"
-            )
+            raise ResumeError(f"{latest} names {tag!r}, which is not a folder there")
         return ckpt, tag
     if any(ckpt.glob("*model_states.pt")):
         return ckpt.parent, ckpt.name

@@ -66,12 +66,12 @@ DAMAGE: list[tuple[str, Callable[[Path], None], str]] = [
     (
         "latest names a missing tag",
         lambda ck: (ck / "latest").write_text("global_step9"),
-        "{ck}/latest: names the tag 'global_step9', which is not a checkpoint folder in {ck}",
+        "{ck}/latest names 'global_step9', which is not a folder there",
     ),
     (
         "latest is empty",
         lambda ck: (ck / "latest").write_text(""),
-        "{ck}/latest: names the tag '', which is not a checkpoint folder in {ck}",
+        "{ck}/latest names '', which is not a folder there",
     ),
     (
         "model states truncated",
