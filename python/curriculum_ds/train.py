@@ -334,8 +334,8 @@ def _print_summary(args: argparse.Namespace, curriculum: Curriculum, start_step:
         )
     if curriculum.num_nonfinite_steps:
         lines.append(
-            f"  non-finite:  {curriculum.num_nonfinite_steps} steps updated nothing (NaN/inf "
-            "loss; `skip_reason` in metrics.jsonl)"
+            f"  non-finite:  {curriculum.num_nonfinite_steps} of {num_steps} steps updated "
+            "nothing (NaN/inf loss; `skip_reason` in metrics.jsonl)"
         )
     if curriculum.dynamic is not None:
         lines.append(

@@ -5,9 +5,9 @@ rank's first micro-batch): every rank skips the update, so the checkpoint of ste
 same weights and optimizer state as that of step 2 (every rank's files, bit for bit), DeepSpeed
 counts the step in ``skipped_steps``, the metrics row says ``skipped``/``nonfinite_loss`` in
 strict JSON, and the run goes on to the end, updating again from step 4. Under ZeRO 0 (where
-DeepSpeed has no check of its own), 2 and 3. With ``curriculum.max_consecutive_nonfinite`` steps
-in a row the run stops with one line, exit code 1, and ``latest`` stays at the last checkpoint
-written before the limit.
+DeepSpeed has no check of its own), 2 and 3 in fp32, and ZeRO 2 in bf16. With
+``curriculum.max_consecutive_nonfinite`` steps in a row the run stops with one line, exit code 1,
+and ``latest`` stays at the last checkpoint written before the limit.
 """
 
 from __future__ import annotations
@@ -93,10 +93,17 @@ def _num_tensors(obj: Any) -> int:
     return 0
 
 
-@pytest.mark.parametrize("stage", [0, 2, 3])
-def test_nan_on_one_rank_updates_nothing_anywhere(tmp_path: Path, data: Path, stage: int) -> None:
+@pytest.mark.parametrize(
+    ("stage", "bf16"), [(0, False), (2, False), (3, False), (2, True)], ids=str
+)
+def test_nan_on_one_rank_updates_nothing_anywhere(
+    tmp_path: Path, data: Path, stage: int, bf16: bool
+) -> None:
     cfg = write_ds_config(
-        tmp_path / "ds.json", _curriculum(data, 5), zero_optimization={"stage": stage}
+        tmp_path / "ds.json",
+        _curriculum(data, 5),
+        zero_optimization={"stage": stage},
+        bf16={"enabled": bf16},
     )
     run = tmp_path / "run"
     launch(cfg, run, "--save-interval", "1", "--nan-loss", "1:3")

@@ -335,11 +335,13 @@ class Step:
             (cumulative non-padding input tokens, global), ``samples`` (cumulative, global),
             ``progress`` (exact text in the schedule's unit), ``loss`` (what the optimizer saw,
             nats: the token-mean loss plus ``aux_loss``; None when skipped), ``token_loss`` (the
-            token mean alone), ``aux_loss`` (the mean of the ``aux_loss`` terms over every
-            micro-batch of the step on every rank, a micro-batch without one counting 0; None
-            when no micro-batch had one), ``valid_tokens``, ``step_tokens``,
-            ``skipped``, ``step_applied`` (False also for a fp16 overflow step DeepSpeed did not
-            apply), ``lr``, ``tokens_per_s`` and ``phase_epochs``. The same on every rank.
+            token mean alone; None when NaN/inf), ``aux_loss`` (the mean of the ``aux_loss``
+            terms over every micro-batch of the step on every rank, a micro-batch without one
+            counting 0; None when no micro-batch had one, or NaN/inf), ``valid_tokens``,
+            ``step_tokens``, ``skipped`` (the model was not updated), ``skip_reason`` (see
+            :attr:`skip_reason`), ``step_applied`` (False also for a fp16 overflow step DeepSpeed
+            did not apply), ``lr``, ``tokens_per_s`` and ``phase_epochs``. Strict JSON (no NaN).
+            The same on every rank.
 
         Raises:
             StepError: a micro-batch has not gone backward, or the step is already finished
