@@ -21,12 +21,7 @@ import numpy as np
 import torch.distributed as dist
 
 from curriculum_ds.dynamic import DynamicReweighter
-from curriculum_ds.errors import (
-    BucketingError,
-    ResumeError,
-    SamplingError,
-    StepError,
-)
+from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr
 from curriculum_ds.plugin import checkpoints
