@@ -17,7 +17,14 @@ from curriculum_ds.runlog import read_jsonl
 REPO = Path(__file__).resolve().parents[1]
 INTEGRATION = Path(__file__).resolve().parent / "integration"
 FAULT_FLAGS = frozenset(
-    {"--kill-after-step", "--kill-during-save", "--dump-state", "--dump-sample-losses"}
+    {
+        "--kill-after-step",
+        "--kill-during-save",
+        "--dump-state",
+        "--dump-sample-losses",
+        "--nan-loss",
+        "--sigterm-at",
+    }
 )
 """Flags of tests/integration/faulty_train.py: the reference loop with fault injection and a
 state dump."""
@@ -101,6 +108,16 @@ def launch(
     return run_launched(cmd, cwd=ds_config.parent, timeout=timeout, check=check)
 
 
+def launched_env() -> dict[str, str]:
+    """The product's ``launcher_env(cuda=False)`` with the repo's ``python/`` and
+    ``tests/integration/`` (the tests' own scripts) first on PYTHONPATH."""
+    env = launcher_env(cuda=False)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
+    )
+    return env
+
+
 def run_launched(
     cmd: list[str], *, cwd: Path, timeout: int = 600, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
@@ -110,10 +127,7 @@ def run_launched(
     ``tests/integration/`` (the tests' own scripts) on PYTHONPATH. Raises AssertionError with the
     output tails when ``check`` and the command fails.
     """
-    env = launcher_env(cuda=False)
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
-    )
+    env = launched_env()
     for _ in range(2):
         proc = subprocess.run(
             cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
