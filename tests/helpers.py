@@ -16,21 +16,36 @@ from curriculum_ds.runlog import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 INTEGRATION = Path(__file__).resolve().parent / "integration"
-FAULT_FLAGS = frozenset({"--kill-after-step", "--kill-during-save", "--dump-state"})
+FAULT_FLAGS = frozenset(
+    {
+        "--kill-after-step",
+        "--kill-during-save",
+        "--dump-state",
+        "--dump-sample-losses",
+        "--nan-loss",
+        "--sigterm-at",
+    }
+)
 """Flags of tests/integration/faulty_train.py: the reference loop with fault injection and a
 state dump."""
 _SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
 
 
 def make_dataset(
-    root: Path, name: str, docs: list[str], *, max_seq_len: int = 64, min_tokens: int = 2
+    root: Path,
+    name: str,
+    docs: list[str],
+    *,
+    max_seq_len: int = 64,
+    min_tokens: int = 2,
+    pack: bool = False,
 ) -> Path:
     """Prepare `docs` (one document each, byte tokens) into the MDS dataset root/name."""
     src = root / f"{name}.jsonl"
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     out = root / name
-    prepare([src], out, max_seq_len=max_seq_len, min_tokens=min_tokens)
+    prepare([src], out, max_seq_len=max_seq_len, min_tokens=min_tokens, pack=pack)
     return out
 
 
@@ -93,6 +108,16 @@ def launch(
     return run_launched(cmd, cwd=ds_config.parent, timeout=timeout, check=check)
 
 
+def launched_env() -> dict[str, str]:
+    """The product's ``launcher_env(cuda=False)`` with the repo's ``python/`` and
+    ``tests/integration/`` (the tests' own scripts) first on PYTHONPATH."""
+    env = launcher_env(cuda=False)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
+    )
+    return env
+
+
 def run_launched(
     cmd: list[str], *, cwd: Path, timeout: int = 600, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
@@ -102,10 +127,7 @@ def run_launched(
     ``tests/integration/`` (the tests' own scripts) on PYTHONPATH. Raises AssertionError with the
     output tails when ``check`` and the command fails.
     """
-    env = launcher_env(cuda=False)
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
-    )
+    env = launched_env()
     for _ in range(2):
         proc = subprocess.run(
             cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd

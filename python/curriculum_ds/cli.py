@@ -1,4 +1,4 @@
-"""The ``curriculum-ds`` command line: prepare, validate, launch, demo, curve, bench, export.
+"""The ``curriculum-ds`` command line: prepare, validate, launch, demo, curve, report, bench, ...
 
 Thin by design: each command parses options and calls one plain function. A
 :class:`~curriculum_ds.errors.CurriculumError` becomes one clean line on stderr and exit code 1,
@@ -55,12 +55,18 @@ def main() -> None:
     "--max-seq-len",
     default=1024,
     show_default=True,
-    help="max tokens per sample; longer documents are split",
+    help="max tokens per sample (with --pack: tokens per row); longer documents are split",
+)
+@click.option(
+    "--pack",
+    is_flag=True,
+    help="concatenate the documents (EOS-separated) into rows of exactly --max-seq-len tokens; "
+    "only the last row may be shorter",
 )
 @click.option(
     "--format",
     "format_",
-    type=click.Choice(["text", "jsonl", "json"]),
+    type=click.Choice(["text", "jsonl", "json", "parquet"]),
     default=None,
     help="read every input file in this format, whatever its suffix "
     "(default: by suffix, files inside folders with other suffixes skipped)",
@@ -69,26 +75,36 @@ def main() -> None:
     "--text-field",
     default="text",
     show_default=True,
-    help="the field holding the text in JSONL lines and JSON objects",
+    help="the field holding the text in JSONL lines and JSON objects, the text column of "
+    "Parquet files and saved datasets",
 )
 def prepare(
     inputs: tuple[Path, ...],
     out: str,
     tokenizer: Path | None,
     max_seq_len: int,
+    pack: bool,
     format_: str | None,
     text_field: str,
 ) -> None:
-    """Tokenize text, JSONL or JSON files, or folders of them, into MDS shards with metrics.
+    """Tokenize text, JSONL, JSON or Parquet files, saved datasets, or folders, into MDS shards.
 
     The suffix decides how a file is read: .txt and .md are plain UTF-8 text, one document per
     file; .jsonl holds one JSON object per line, its --text-field is a document; .json holds one
-    JSON array of documents, strings or objects with --text-field.
+    JSON array of documents, strings or objects with --text-field; .parquet rows hold the text
+    in their --text-field column. A .gz or .zst suffix after these (d.jsonl.gz) is decompressed
+    while reading. A folder written by datasets' save_to_disk is read row by row (--text-field).
+    JSONL, Parquet and saved datasets are streamed: memory does not grow with the input.
 
-    A named file with another suffix (.parquet, .csv, .py, ...) is refused before anything is
+    A named file with another suffix (.csv, .py, ...) is refused before anything is
     written; --format reads it anyway. Inside a folder (walked recursively, hidden entries
     skipped), files with other suffixes are skipped and counted, as are text files that are
-    binary or not UTF-8; the summary line says what was skipped.
+    binary or not UTF-8; the summary line says what was skipped. A bad row is one line naming
+    the file and row; nothing is left under --out.
+
+    Each sample carries its metric columns. The summary gives the padding fraction at
+    --max-seq-len, unpacked and packed: the share of token slots that are padding when every
+    row is padded to --max-seq-len.
 
     An --out of s3://... or gs://... (an empty prefix) is written to a temporary folder and
     uploaded with mosaicml-streaming's uploaders, index.json last; endpoint and credentials come
@@ -110,15 +126,17 @@ def prepare(
             max_seq_len=max_seq_len,
             format=format_,
             text_field=text_field,
+            pack=pack,
             progress=sys.stderr.isatty(),  # a bar only on a terminal, else one long line
         )
         if remote is not None:
             upload_dataset(summary.out, remote)
     click.echo(
-        f"wrote {summary.num_samples:,} samples ({summary.num_tokens:,} tokens, "
-        f"vocab {summary.vocab_size}) from {summary.num_documents:,} documents to "
-        f"{remote or summary.out}"
+        f"wrote {summary.num_samples:,} {'packed rows' if pack else 'samples'} "
+        f"({summary.num_tokens:,} tokens, vocab {summary.vocab_size}) from "
+        f"{summary.num_documents:,} documents to {remote or summary.out}"
     )
+    click.echo(summary.describe_padding())
     skipped = summary.describe_skipped()
     if skipped:
         click.echo(f"skipped in folders: {skipped} (--format reads other suffixes)")
@@ -257,6 +275,27 @@ def curve(run_dir: Path, png: Path | None) -> None:
     c = load_curve(run_dir)
     click.echo(render_table(c))
     click.echo(f"plot: {render_png(c, png or run_dir / 'curriculum_curve.png')}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--png",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="write the picture here (default: RUN_DIR/report.png)",
+)
+def report(run_dir: Path, png: Path | None) -> None:
+    """Plot a run's losses, token shares, lr and bucket probabilities; print a phase summary.
+
+    One PNG with phases shaded: train and eval loss per stream, realised token share per stream,
+    lr, and the bucket probabilities of dynamic re-weighting.
+    """
+    from curriculum_ds.report import load_report, render_report, summary
+
+    r = load_report(run_dir)
+    click.echo(summary(r))
+    click.echo(f"picture: {render_report(r, png or run_dir / 'report.png')}")
 
 
 @main.command()

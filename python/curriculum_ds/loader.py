@@ -48,6 +48,7 @@ from curriculum_ds.data.streams import drop_cached_shard, shared_memory_lock
 from curriculum_ds.errors import DownloadError
 from curriculum_ds.kernels import BucketSampler, blend_samples, blend_tokens
 from curriculum_ds.microbatch import MicroBatch, collate
+from curriculum_ds.preflight import check_packed_rows
 
 if TYPE_CHECKING:
     from curriculum_ds.config import PhaseConfig
@@ -88,6 +89,12 @@ class PhaseLoader:
             if s.remote is not None and not (Path(s.local) / "index.json").is_file():
                 _sync_remote(name, s.local, s.remote)  # preflight was skipped (check_data=False)
         self.infos = [read_stream_info(s.local, remote=s.remote) for s in loader.streams]
+        for j, info in enumerate(self.infos):  # a packed row is never cut (also preflighted)
+            check_packed_rows(
+                info,
+                self.max_seq_len,
+                f"curriculum.schedule[{phase_idx}] ({phase.name!r}).train_loader.streams[{j}]",
+            )
         with _streaming_registration():
             self.datasets = [open_stream(s.local, s.remote) for s in loader.streams]
         # released by close(), or when the loader is garbage-collected if nobody called it
@@ -116,7 +123,7 @@ class PhaseLoader:
         self.stream_counts = np.zeros(len(self.infos), dtype=np.int64)
         self.num_samples = 0  # samples drawn in this phase (global)
         # "tokens" only: tokens placed per stream, and each stream's drawn, not yet placed samples
-        self.stream_tokens = np.zeros(len(self.infos), dtype=np.int64)
+        self.placed_tokens = np.zeros(len(self.infos), dtype=np.int64)
         self.pending = [np.zeros(0, dtype=np.int64) for _ in self.infos]
 
     # ----------------------------------------------------------------------------- ordering
@@ -168,7 +175,7 @@ class PhaseLoader:
                 )
         lengths = [self.num_tokens[s][p] for s, p in enumerate(self.pending)]
         stream_of_slot = blend_tokens(
-            self.proportions, self.stream_tokens, lengths, global_batch_size
+            self.proportions, self.placed_tokens, lengths, global_batch_size
         )
         batch = np.empty((global_batch_size, 2), dtype=np.int64)
         batch[:, 0] = stream_of_slot
@@ -176,7 +183,7 @@ class PhaseLoader:
             slots = np.flatnonzero(stream_of_slot == stream)
             taken = len(slots)
             batch[slots, 1] = self.pending[stream][:taken]
-            self.stream_tokens[stream] += int(lengths[stream][:taken].sum())
+            self.placed_tokens[stream] += int(lengths[stream][:taken].sum())
             self.stream_counts[stream] += taken
             self.pending[stream] = self.pending[stream][taken:]
         self.num_samples += global_batch_size
@@ -200,15 +207,24 @@ class PhaseLoader:
 
     def batch_tokens(self, batch: npt.NDArray[np.int64]) -> int:
         """Non-padding input tokens of a global batch (after truncation to ``max_seq_len``)."""
-        return int(self.stream_batch_tokens(batch).sum())
+        return int(self.stream_tokens(batch).sum())
 
-    def stream_batch_tokens(self, batch: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Non-padding input tokens of a global batch per stream: int64 ``(num_streams,)``."""
-        streams, indices = batch[:, 0], batch[:, 1]
-        return np.array(
-            [int(tokens[indices[streams == s]].sum()) for s, tokens in enumerate(self.num_tokens)],
-            dtype=np.int64,
-        )
+    def stream_tokens(self, batch: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Non-padding input tokens of a global batch per stream of the phase.
+
+        Args:
+            batch: int64 ``(n, 2)`` of ``(stream_idx, sample_idx)``, as drawn.
+
+        Returns:
+            int64 ``(num_streams,)``: stream s's tokens (after truncation to ``max_seq_len``);
+            0 for a stream without samples in the batch. Sums to :meth:`batch_tokens`.
+        """
+        out = np.zeros(len(self.num_tokens), dtype=np.int64)
+        for stream, tokens in enumerate(self.num_tokens):
+            rows = batch[batch[:, 0] == stream, 1]
+            if len(rows):
+                out[stream] = int(tokens[rows].sum())
+        return out
 
     def epochs_done(self) -> float:
         """Passes over the datamix so far in this phase (``num_samples / samples_per_pass``)."""
@@ -279,7 +295,7 @@ class PhaseLoader:
         }
         if self.proportion_unit == "tokens":
             state["proportion_unit"] = "tokens"
-            state["stream_tokens"] = self.stream_tokens.tolist()
+            state["stream_tokens"] = self.placed_tokens.tolist()
             state["pending"] = [p.tolist() for p in self.pending]
         return state
 
@@ -323,7 +339,7 @@ class PhaseLoader:
             )
         self.num_samples = num_samples
         self.stream_counts = stream_counts
-        self.stream_tokens = stream_tokens
+        self.placed_tokens = stream_tokens
         self.pending = pending
 
     def _token_state(

@@ -81,7 +81,7 @@ def test_token_shares_stay_within_one_sample_after_every_slot(datasets):
             assert -error[0] <= longest[1], (placed, slots)
             assert -error[1] <= longest[0], (placed, slots)
         # the per-stream token counts of the step agree with what the loader counted
-        assert loader.stream_tokens.tolist() == placed.tolist()
+        assert loader.placed_tokens.tolist() == placed.tolist()
         assert loader.stream_counts.tolist() == slots.tolist()
     # in samples the mix is far from 0.3 / 0.7: the short stream fills most slots
     assert slots[0] / slots.sum() > 0.7

@@ -50,6 +50,9 @@ class StreamInfo:
             datasets prepared since it is recorded, or foreign datasets); ``None`` otherwise.
         tokenizer_sha256: sha256 of the ``tokenizer.json`` the dataset was prepared with, when
             recorded (not for the byte tokenizer); ``None`` otherwise.
+        packed: Prepared with ``pack``: every row but the last holds exactly ``max_seq_len``
+            tokens, spanning documents (``False`` for datasets prepared before it was recorded
+            and for foreign datasets).
     """
 
     local: Path
@@ -63,6 +66,7 @@ class StreamInfo:
     min_token_id: int | None = None
     max_token_id: int | None = None
     tokenizer_sha256: str | None = None
+    packed: bool = False
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -117,6 +121,9 @@ def read_stream_info(local: str | Path, *, remote: str | None = None) -> StreamI
         isinstance(max_token_id, bool) or not isinstance(max_token_id, int)
     ):
         raise DataError(f"{meta_path}: field 'max_token_id' must be an integer")
+    packed = meta.get("packed", False)  # absent in datasets prepared before it was recorded
+    if not isinstance(packed, bool):
+        raise DataError(f"{meta_path}: field 'packed' must be true or false")
     if meta["num_samples"] != num_samples:
         raise DataError(
             f"{meta_path}: num_samples {meta['num_samples']} disagrees with index.json "
@@ -161,6 +168,7 @@ def read_stream_info(local: str | Path, *, remote: str | None = None) -> StreamI
         metrics=metrics,
         max_token_id=max_token_id,
         tokenizer_sha256=sha if isinstance(sha, str) else None,
+        packed=packed,
     )
 
 
