@@ -109,7 +109,7 @@ def test_static_metric_must_exist_when_dynamic(data_dir: Path) -> None:
 
 
 def test_streams_must_share_one_vocabulary(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import curriculum_ds.preflight as preflight_module  # where the data checks look it up
+    import curriculum_ds.preflight.streams as preflight_module  # where the data checks look it up
 
     class Info:
         def __init__(self, vocab_size: int | None) -> None:
@@ -174,7 +174,7 @@ def test_check_streams_vocab_size_from_model_or_strict(data_dir: Path) -> None:
 def test_check_streams_recorded_token_range(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import curriculum_ds.preflight as preflight_module  # where the data checks look it up
+    import curriculum_ds.preflight.streams as preflight_module  # where the data checks look it up
 
     class Info:
         def __init__(self, max_token_id: int | None) -> None:
