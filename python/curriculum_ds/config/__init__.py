@@ -9,11 +9,13 @@ ONE line that starts with the JSON path of the offending field and, inside the s
 name, e.g. ``curriculum.schedule[1] ("mix").duration: expected "<int>tok" or "<number>ep", got
 "12 tokens"``; nothing here ever surfaces a traceback or a tuple.
 
-Modules: ``models`` (the pydantic models and their size bounds), ``messages`` (the one-line
-wording of pydantic's errors), ``run`` (:class:`RunConfig`, :func:`load_config`,
-:func:`parse_curriculum`). The data checks live in :mod:`curriculum_ds.preflight`; their names
-are re-exported here too, loaded on first use (``preflight`` imports ``messages`` from this
-package, so importing it here eagerly would be circular).
+Modules: ``base`` (the base model, size bounds and :class:`Duration`), ``models`` (streams,
+loaders, phases, :class:`CurriculumConfig`), ``sections`` (``dynamic``, ``lr_schedule``,
+``eval``), ``messages`` (the one-line wording of pydantic's errors), ``run`` (:class:`RunConfig`,
+:func:`load_config`, :func:`parse_curriculum`). The data checks live in
+:mod:`curriculum_ds.preflight`; their names are re-exported here too, loaded on first use
+(``preflight`` imports ``messages`` from this package, so importing it here eagerly would be
+circular).
 
 Validation is deterministic and touches no RNG. Only the data checks read the file system beyond
 the config file itself.
@@ -23,21 +25,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from curriculum_ds.config.models import (
+from curriculum_ds.config.base import (
     MAX_GLOBAL_BATCH_SIZE,
     MAX_MICRO_BATCH_TOKENS,
     MAX_PROPORTION,
     MAX_SEQ_LEN,
-    CurriculumConfig,
     Duration,
-    DynamicConfig,
-    EvalConfig,
-    EvalStreamConfig,
+)
+from curriculum_ds.config.models import (
+    CurriculumConfig,
     LoaderConfig,
     PhaseConfig,
     StreamConfig,
 )
 from curriculum_ds.config.run import RunConfig, load_config, parse_curriculum
+from curriculum_ds.config.sections import DynamicConfig, EvalConfig, EvalStreamConfig
 
 if TYPE_CHECKING:
     from curriculum_ds.preflight import (

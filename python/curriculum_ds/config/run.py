@@ -16,17 +16,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from curriculum_ds.config.base import MAX_GLOBAL_BATCH_SIZE, MAX_MICRO_BATCH_TOKENS
 from curriculum_ds.config.messages import (
     format_validation_error,
     join_errors,
     show_value,
     validation_error_lines,
 )
-from curriculum_ds.config.models import (
-    MAX_GLOBAL_BATCH_SIZE,
-    MAX_MICRO_BATCH_TOKENS,
-    CurriculumConfig,
-)
+from curriculum_ds.config.models import CurriculumConfig
 from curriculum_ds.errors import ConfigError
 
 __all__ = ["RunConfig", "load_config", "parse_curriculum"]

@@ -17,12 +17,8 @@ from curriculum_ds.config.messages import show_value
 from curriculum_ds.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from curriculum_ds.config.models import (
-        CurriculumConfig,
-        EvalStreamConfig,
-        PhaseConfig,
-        StreamConfig,
-    )
+    from curriculum_ds.config.models import CurriculumConfig, PhaseConfig, StreamConfig
+    from curriculum_ds.config.sections import EvalStreamConfig
     from curriculum_ds.data import StreamInfo
 
 __all__ = ["read_stream_info_checked", "stream_infos", "verify_stream_checked"]

@@ -1,0 +1,155 @@
+"""The optional sections of ``curriculum``: dynamic re-weighting, lr schedule, evaluation.
+
+Frozen, strict, ``extra="forbid"`` pydantic models (``dynamic``, ``lr_schedule``, ``eval``);
+every field documents its unit and scope. The checks that need the whole section (units against
+``max_duration``, warmup and decay fitting in the run) are :class:`CurriculumConfig`'s
+(:mod:`curriculum_ds.config.models`). Validation is deterministic, touches no RNG and reads no
+file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from curriculum_ds.config.base import (
+    MAX_GLOBAL_BATCH_SIZE,
+    MAX_SEQ_LEN,
+    Duration,
+    _check_remote,
+    _Model,
+    _name_from_local,
+    _unique_names,
+)
+from curriculum_ds.config.messages import custom_error, show_value
+
+__all__ = ["DynamicConfig", "EvalConfig", "EvalStreamConfig", "LRScheduleConfig"]
+
+
+class DynamicConfig(_Model):
+    """Dynamic bucket re-weighting of the sampler by per-sample loss."""
+
+    enabled: bool = False
+    """Turn dynamic re-weighting on (off: sample the datamix by its proportions only)."""
+    num_buckets: int = Field(default=8, ge=2, le=64)
+    """Number of difficulty buckets (percentile-rank buckets of the window), in [2, 64]."""
+    window: int = Field(default=1_000_000, ge=1, le=10_000_000)
+    """Per-sample losses kept in the rolling window, global across dp ranks, in [1, 10^7]."""
+    recompute_every_n_steps: int = Field(default=50, ge=1)
+    """Bucket weights are recomputed every this many optimizer steps (≥ 1)."""
+    temperature: float = Field(default=1.0, gt=0)
+    """Softmax temperature applied to bucket scores (> 0; lower = sharper)."""
+    floor: float = Field(default=0.02, gt=0)
+    """Minimum probability of every bucket; 0 < floor ≤ 1 / num_buckets."""
+    static_metric: str = Field(default="num_tokens", min_length=1)
+    """The prepare metric column used to bucket samples before any loss has been seen."""
+    score: Literal["loss"] = "loss"
+    """The per-bucket score fed to the softmax (only ``"loss"``: mean per-sample loss)."""
+
+    @model_validator(mode="after")
+    def _check_floor(self) -> DynamicConfig:
+        total = self.floor * self.num_buckets
+        if total > 1 + 1e-12:
+            raise custom_error(
+                f"{self.floor:g} × num_buckets {self.num_buckets} = {total:.6g} > 1",
+                ("floor",),
+            )
+        return self
+
+
+class LRScheduleConfig(_Model):
+    """``curriculum.lr_schedule``: the learning rate as a function of progress (tok or ep).
+
+    Warmup rises linearly from 0 to the peak (each optimizer param group's own initial ``lr``),
+    then ``cosine`` or ``linear`` decay to ``min_lr_ratio × peak`` at ``max_duration``, or
+    ``wsd``: stable at the peak, then linear decay over the last ``decay`` to that floor. A step's
+    lr is the schedule at the step's END progress (:mod:`curriculum_ds.lr_schedule`).
+    """
+
+    type: Literal["cosine", "linear", "wsd"]
+    """The decay after warmup: ``"cosine"`` (half cosine to the floor at ``max_duration``),
+    ``"linear"`` (straight line to it), ``"wsd"`` (warmup-stable-decay: stable at the peak, then
+    linear over the last ``decay``)."""
+    warmup: Duration | None = None
+    """Length of the linear warmup from lr 0, in ``max_duration``'s unit (global progress:
+    non-padding tokens over all dp ranks, or passes); None (or absent): no warmup."""
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
+    """The floor as a fraction of the peak, in [0, 1]; reached at ``max_duration``."""
+    decay: Duration | Literal["last_phase"] | None = None
+    """``wsd`` only (required there): length of the final linear decay, in ``max_duration``'s
+    unit, or ``"last_phase"``: the decay is the schedule's last phase."""
+
+    @field_validator("decay", mode="before")
+    @classmethod
+    def _decay_word(cls, value: Any) -> Any:
+        if (
+            isinstance(value, str)
+            and value != "last_phase"
+            and not value.strip().endswith(("tok", "ep"))
+        ):
+            raise custom_error(
+                f'expected "<int>tok", "<number>ep" or "last_phase", got {show_value(value)}'
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_decay(self) -> LRScheduleConfig:
+        if self.type == "wsd" and self.decay is None:
+            raise custom_error(
+                'required with "type": "wsd" (a duration, or "last_phase")', ("decay",)
+            )
+        if self.type != "wsd" and self.decay is not None:
+            raise custom_error(
+                f'only "type": "wsd" has a decay ({self.type} decays from the end of warmup '
+                "to max_duration)",
+                ("decay",),
+            )
+        return self
+
+
+class EvalStreamConfig(_Model):
+    """One held-out evaluation stream (an MDS folder, as a train stream without a proportion)."""
+
+    local: str = Field(min_length=1)
+    """Path to a prepared MDS dataset directory; relative to every rank's working directory."""
+    name: str | None = Field(default=None, min_length=1)
+    """The stream's name in ``eval.jsonl``; defaults to the final path component of ``local``.
+    Unique among the eval streams."""
+    remote: str | None = Field(default=None, min_length=1)
+    """Where the shards live when they are not local (as a train stream's ``remote``; ``local``
+    is then the cache folder). None: ``local`` holds the whole dataset."""
+
+    @field_validator("remote")
+    @classmethod
+    def _known_remote(cls, value: str | None) -> str | None:
+        return _check_remote(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_name(cls, data: Any) -> Any:
+        return _name_from_local(data)
+
+
+class EvalConfig(_Model):
+    """``curriculum.eval``: held-out evaluation at a fixed interval and at every phase end.
+
+    The eval set is fixed: the first ``max_samples`` samples of each stream, the same at every
+    evaluation (:mod:`curriculum_ds.plugin.evaluation`).
+    """
+
+    streams: list[EvalStreamConfig] = Field(min_length=1)
+    """The held-out streams, each evaluated (and reported) on its own."""
+    interval: Duration | None = None
+    """Evaluate each time the run's cumulative progress crosses a multiple of this, in
+    ``max_duration``'s unit (global non-padding tokens, or passes); None: at phase ends only."""
+    max_samples: int = Field(default=512, ge=1, le=MAX_GLOBAL_BATCH_SIZE)
+    """Samples taken from the start of each stream (fewer when the stream has fewer), global."""
+    max_seq_len: int | None = Field(default=None, ge=2, le=MAX_SEQ_LEN)
+    """Tokens per eval sample (longer ones are truncated); None: the schedule's longest
+    ``max_seq_len``."""
+
+    @model_validator(mode="after")
+    def _unique_stream_names(self) -> EvalConfig:
+        _unique_names(self.streams)
+        return self
