@@ -1,4 +1,4 @@
-"""A run whose steps have no loss-bearing tokens says so at its end (train.py's summary).
+"""A run whose steps have no loss-bearing tokens says so at its end (the reference loop's summary).
 
 A step without a single loss-bearing token anywhere (every shifted label is -100) is skipped: no
 loss, no update, its samples consumed. The run must not finish as if it had trained: the summary

@@ -1,0 +1,38 @@
+"""The reference training loop, built on the public API and nothing else.
+
+Launched as ``deepspeed --num_gpus N --module curriculum_ds.train --deepspeed_config ds.json
+--run-dir DIR``; also runs as ``python -m curriculum_ds.train ...`` (one process) and under
+torchrun. It is one user of :func:`curriculum_ds.initialize`, straight in nanoGPT's style: draw a
+step, forward and backward each of this rank's micro-batches, finish the step, log, checkpoint.
+Everything curriculum-specific (phase swaps, token-weighted loss, re-weighting, resume rules)
+happens inside the API, so a loop of your own does exactly what this one does.
+
+Around the loop, from public modules a user loop can call the same way: the start banner and a
+log line every ``--log-interval`` steps when stderr is not a terminal or with ``--no-progress``
+(:mod:`curriculum_ds.progress`; a tqdm bar on a terminal), ``--keep-last N`` checkpoint tags
+(:func:`curriculum_ds.retention.prune_checkpoints`, rank 0, after ``save_checkpoint`` returned)
+and ``--export-final DIR`` (:func:`curriculum_ds.export.export_checkpoint`, rank 0, after the
+last save). SIGTERM (preemption) ends the loop after the step in progress, with a checkpoint of
+it (``curriculum.stop_requested``), exit code 0.
+
+The module is a package: ``args`` (the command line), ``entry`` (:func:`main`: the checks before
+any rank trains, the run-dir lock, the exit code; :func:`shutdown`), ``loop`` (:func:`train`, the
+loop itself, and its end-of-run summary), ``model`` (:func:`build_model`, the default model).
+"""
+
+from __future__ import annotations
+
+from curriculum_ds.train.args import build_parser, parse_args
+from curriculum_ds.train.entry import main, shutdown
+from curriculum_ds.train.loop import skipped_steps_warning, train
+from curriculum_ds.train.model import build_model
+
+__all__ = [
+    "build_model",
+    "build_parser",
+    "main",
+    "parse_args",
+    "shutdown",
+    "skipped_steps_warning",
+    "train",
+]

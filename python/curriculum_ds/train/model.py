@@ -1,0 +1,48 @@
+"""The model the reference loop trains: a local HF model folder, or a small default GPT-2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["build_model"]
+
+
+def build_model(model: str | None, cfg: Any, max_seq_len: int) -> Any:
+    """A HF causal LM: a local model folder, or a small GPT-2 built from a config (no download).
+
+    The default model has 2 layers, width 128, no dropout (modern pre-training practice, and it
+    makes micro-batch splits exactly comparable), a vocabulary sized to the data (the largest
+    ``vocab_size`` recorded by ``prepare`` over all streams of the schedule) and positions for the
+    longest ``max_seq_len`` of the schedule.
+    """
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+
+    from curriculum_ds.data import read_stream_info
+    from curriculum_ds.errors import ConfigError
+
+    vocab_sizes = [
+        read_stream_info(s.local, remote=s.remote).vocab_size
+        for p in cfg.schedule
+        for s in p.train_loader.streams
+    ]
+    if model is not None:
+        if not Path(model).is_dir():
+            raise ConfigError(
+                f"--model {model}: not a local model folder (no download at run time)"
+            )
+        return AutoModelForCausalLM.from_pretrained(model)
+    known = [v for v in vocab_sizes if v is not None]
+    if not known:
+        raise ConfigError("curriculum.schedule: no stream records its vocab_size; pass --model")
+    config = GPT2Config(
+        vocab_size=max(known),
+        n_positions=max_seq_len,
+        n_embd=128,
+        n_layer=2,
+        n_head=4,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    return GPT2LMHeadModel(config)
