@@ -281,7 +281,7 @@ def time_machinery(config_path: Path, *, steps: int, dp_world_size: int = 2) -> 
         off = PhaseLoader(phase, phase_idx, seed=cfg.seed, num_buckets=1)
         dyn = DynamicReweighter(dyn_cfg, seed=cfg.seed)
         t = time.perf_counter()
-        dyn.start_phase(on, None)  # once per phase: counted into recompute
+        on.set_buckets(dyn.start_phase(on, None))  # once per phase: counted into recompute
         totals["recompute"] += time.perf_counter() - t
         for step in range(1, steps + 1):
             t0 = time.perf_counter()
@@ -292,9 +292,11 @@ def time_machinery(config_path: Path, *, steps: int, dp_world_size: int = 2) -> 
             losses = rng.gamma(4.0, 0.6, size=global_batch)
             losses[rng.random(global_batch) < 0.01] = np.nan
             t3 = time.perf_counter()
-            dyn.observe(on, batch, losses)
+            dyn.observe(batch, losses)
             t4 = time.perf_counter()
-            dyn.maybe_recompute(step, on)
+            update = dyn.maybe_recompute(step)
+            if update is not None and update.buckets is not None:
+                on.set_buckets(update.buckets)  # as the curriculum applies it
             t5 = time.perf_counter()
             totals["batch_on"] += t1 - t0
             totals["batch_off"] += t2 - t1

@@ -98,11 +98,12 @@ def run_launched(
 ) -> subprocess.CompletedProcess[str]:
     """Run a launcher (or plain python) command of the tests on CPU ranks (gloo).
 
-    The environment is the product's ``launcher_env(cuda=False)`` with the repo's ``python/`` and
-    ``tests/integration/`` (the tests' own scripts) on PYTHONPATH. Raises AssertionError with the
-    output tails when ``check`` and the command fails.
+    The environment is the product's ``launcher_env(cuda=False)`` (``cuda=True`` when
+    ``CURRICULUM_DS_TEST_CUDA=1``: CUDA/NCCL ranks, as bench/gpu_check.sh runs the exactness tests)
+    with the repo's ``python/`` and ``tests/integration/`` (the tests' own scripts) on PYTHONPATH.
+    Raises AssertionError with the output tails when ``check`` and the command fails.
     """
-    env = launcher_env(cuda=False)
+    env = launcher_env(cuda=os.environ.get("CURRICULUM_DS_TEST_CUDA") == "1")
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
     )
