@@ -32,7 +32,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_dataset(root, "docs", ragged_docs(96, seed=13, min_len=10, max_len=40))
 
 
-def _config(path: Path, data: Path, stage: int, *, micro: int, gas: int) -> Path:
+def _config(path: Path, data: Path, stage: int, *, micro: int, gas: int, ranks: int) -> Path:
     curriculum = {
         "max_duration": "1000tok",
         "seed": 13,
@@ -52,7 +52,7 @@ def _config(path: Path, data: Path, stage: int, *, micro: int, gas: int) -> Path
     return write_ds_config(
         path,
         curriculum,
-        train_batch_size=GLOBAL_BATCH,
+        train_batch_size=micro * gas * ranks,
         train_micro_batch_size_per_gpu=micro,
         gradient_accumulation_steps=gas,
         optimizer={"type": "AdamW", "params": {"lr": 3e-3}},
@@ -68,7 +68,7 @@ def _reference(data: Path, stage: int) -> Path:
     key = (data, stage)
     if key not in _REFERENCE:
         root = data.parent / f"ref_zero{stage}"
-        cfg = _config(data.parent / f"ref_zero{stage}.json", data, stage, micro=2, gas=2)
+        cfg = _config(data.parent / f"ref_zero{stage}.json", data, stage, micro=2, gas=2, ranks=2)
         launch(cfg, root, "--save-interval", str(SAVE_INTERVAL), "--trace-samples")
         _REFERENCE[key] = root
     return _REFERENCE[key]
@@ -78,6 +78,7 @@ def _assert_same_run(resumed: Path, reference: Path) -> None:
     ref_trace, got_trace = trace(reference), trace(resumed)
     assert len(ref_trace) >= 4
     assert {r["phase"] for r in ref_trace} == {0, 1}
+    assert all(len(r["samples"]) == GLOBAL_BATCH for r in ref_trace)
     assert got_trace == ref_trace  # the same global batches, step for step, sample for sample
     a, b = metrics(reference), metrics(resumed)
     assert [r["step"] for r in b] == [r["step"] for r in a]
@@ -99,7 +100,7 @@ def _kill_and_resume(
     ranks1, micro1, gas1 = after
     run = tmp_path / "run"
     common = ["--save-interval", str(SAVE_INTERVAL), "--trace-samples"]
-    first = _config(tmp_path / "first.json", data, stage, micro=micro0, gas=gas0)
+    first = _config(tmp_path / "first.json", data, stage, micro=micro0, gas=gas0, ranks=ranks0)
     killed = launch(
         first, run, *common, "--kill-after-step", str(KILL_AFTER), num_gpus=ranks0, check=False
     )
@@ -110,7 +111,7 @@ def _kill_and_resume(
     tag_dir = ckpts / f"global_step{SAVE_INTERVAL}"
     assert model_states(tag_dir)["dp_world_size"] == ranks0
     before_files = {p.name: p.stat().st_mtime_ns for p in tag_dir.iterdir()}
-    second = _config(tmp_path / "second.json", data, stage, micro=micro1, gas=gas1)
+    second = _config(tmp_path / "second.json", data, stage, micro=micro1, gas=gas1, ranks=ranks1)
     resumed = launch(second, run, *common, "--resume", "auto", num_gpus=ranks1)
     assert {p.name: p.stat().st_mtime_ns for p in tag_dir.iterdir()} == before_files  # untouched
     return run, resumed
