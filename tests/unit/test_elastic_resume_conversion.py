@@ -5,6 +5,7 @@ tests/integration/test_elastic_resume.py.)"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -69,3 +70,18 @@ def test_universal_load_switches_the_flag_for_one_load_only():
     assert universal.load(engine, Path("/ck"), "global_step4_universal")[0] == "/ck"
     assert seen == [("/ck", "global_step4_universal", True)]
     assert config.load_universal_checkpoint is False
+
+
+def test_a_conversion_older_than_its_tag_is_redone(tmp_path, monkeypatch):
+    tag = _tag(tmp_path, dp_world_size=2, optim=True)
+    stale = tag.parent / "global_step4_universal"
+    (stale / "zero").mkdir(parents=True)
+    converted = []
+    monkeypatch.setattr(universal, "_convert", lambda src, dst: converted.append(dst))
+    os.utime(stale, ns=(0, 0))  # converted before the tag was (re)written
+    assert universal.prepare(_engine(1), tag.parent, tag.name) == stale.name
+    assert converted == [stale]
+    (stale / "zero").mkdir(parents=True)  # a fresh conversion is reused as it is
+    converted.clear()
+    assert universal.prepare(_engine(1), tag.parent, tag.name) == stale.name
+    assert converted == []

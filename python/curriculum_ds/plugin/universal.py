@@ -72,6 +72,8 @@ def prepare(engine: Any, load_dir: Path, tag: str) -> str | None:
     error: str | None = None
     if not dist.is_initialized() or dist.get_rank() == 0:
         try:
+            if target.is_dir() and _older_than(target, tag_dir):
+                shutil.rmtree(target)  # the tag was written again since (a re-run of that step)
             if not target.is_dir():
                 _convert(tag_dir, target)
         except Exception as exc:  # DeepSpeed raises asserts, KeyErrors, FileNotFoundErrors ...
@@ -87,6 +89,11 @@ def prepare(engine: Any, load_dir: Path, tag: str) -> str | None:
     if error is not None:
         raise ResumeError(error)
     return target.name
+
+
+def _older_than(target: Path, tag_dir: Path) -> bool:
+    newest = max((p.stat().st_mtime_ns for p in tag_dir.iterdir() if p.is_file()), default=0)
+    return target.stat().st_mtime_ns < newest
 
 
 def _convert(tag_dir: Path, target: Path) -> None:
