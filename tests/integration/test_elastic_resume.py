@@ -145,7 +145,7 @@ def test_zero0_resumes_on_another_world_size_without_conversion(data, tmp_path):
 
 def test_another_global_batch_size_continues_the_sample_sequence(data, tmp_path):
     """2 ranks x 2 x 2 (global 8) killed, resumed on 1 rank x 2 x 2 (global 4): accepted with one
-    note line; the phase-0 samples after the checkpoint continue the uninterrupted sequence."""
+    note line; each phase's samples after the checkpoint continue the uninterrupted sequence."""
     run, resumed = _kill_and_resume(data, tmp_path, 2, before=(2, 2, 2), after=(1, 2, 2))
     assert "Traceback" not in resumed.stderr
     notes = [line for line in resumed.stderr.splitlines() if "curriculum_ds: note:" in line]
@@ -156,13 +156,19 @@ def test_another_global_batch_size_continues_the_sample_sequence(data, tmp_path)
         len(rows) - SAVE_INTERVAL
     )
 
-    def phase0(rows: list[dict[str, Any]]) -> list[Any]:
-        return [
-            s for r in rows if r["step"] > SAVE_INTERVAL and r["phase"] == 0 for s in r["samples"]
-        ]
+    ref_rows = trace(_reference(data, 2))
+    for phase in (0, 1):  # each phase's sequence after the checkpoint, cut into batches of 4
 
-    ref, got = phase0(trace(_reference(data, 2))), phase0(rows)
-    common = min(len(ref), len(got))
-    assert common >= 8
-    assert got[:common] == ref[:common]  # the same sequence, cut into batches of 4
+        def samples(rows: list[dict[str, Any]], phase: int = phase) -> list[Any]:
+            return [
+                s
+                for r in rows
+                if r["step"] > SAVE_INTERVAL and r["phase"] == phase
+                for s in r["samples"]
+            ]
+
+        ref, got = samples(ref_rows), samples(rows)
+        common = min(len(ref), len(got))
+        assert common >= 4, phase
+        assert got[:common] == ref[:common], phase
     assert metrics(run)[-1]["tokens"] >= 1000  # ran to the end of the schedule
