@@ -89,11 +89,11 @@ if [[ "$DRY" -eq 1 ]]; then
   run_step kernels 120 "RollingWindow edges.*numpy" \
     "$PYTHON" "$REPO/bench/bench_kernels.py" --sizes 1e4 --repeats 1 --no-extras
 else
-  run_step demo 150 "finished at step" \
+  run_step demo 120 "finished at step" \
     "$PYTHON" -m curriculum_ds.cli demo --out "$OUT/demo" --num-gpus "$RANKS"
   if [[ "$GPUS" -ge 2 ]]; then
     # the tests' launcher helpers start CUDA/NCCL ranks when CURRICULUM_DS_TEST_CUDA=1
-    CURRICULUM_DS_TEST_CUDA=1 run_step token_loss 150 "passed|failed|skipped" \
+    CURRICULUM_DS_TEST_CUDA=1 run_step token_loss 180 "passed|failed|skipped" \
       "$PYTHON" -m pytest -q -p no:cacheprovider -rs \
       "$REPO/tests/integration/test_token_loss_through_the_engine.py" -k "bf16 or fp16"
   else
