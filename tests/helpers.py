@@ -23,14 +23,20 @@ _SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
 
 
 def make_dataset(
-    root: Path, name: str, docs: list[str], *, max_seq_len: int = 64, min_tokens: int = 2
+    root: Path,
+    name: str,
+    docs: list[str],
+    *,
+    max_seq_len: int = 64,
+    min_tokens: int = 2,
+    pack: bool = False,
 ) -> Path:
     """Prepare `docs` (one document each, byte tokens) into the MDS dataset root/name."""
     src = root / f"{name}.jsonl"
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
     out = root / name
-    prepare([src], out, max_seq_len=max_seq_len, min_tokens=min_tokens)
+    prepare([src], out, max_seq_len=max_seq_len, min_tokens=min_tokens, pack=pack)
     return out
 
 

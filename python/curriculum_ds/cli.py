@@ -43,8 +43,8 @@ def main() -> None:
 @click.option(
     "--out",
     required=True,
-    type=click.Path(path_type=Path),
-    help="output MDS folder (must not exist or be empty)",
+    help="output MDS folder (must not exist or be empty), or an empty s3://bucket/prefix or "
+    "gs://bucket/prefix to upload to",
 )
 @click.option(
     "--tokenizer",
@@ -55,12 +55,18 @@ def main() -> None:
     "--max-seq-len",
     default=1024,
     show_default=True,
-    help="max tokens per sample; longer documents are split",
+    help="max tokens per sample (with --pack: tokens per row); longer documents are split",
+)
+@click.option(
+    "--pack",
+    is_flag=True,
+    help="concatenate the documents (EOS-separated) into rows of exactly --max-seq-len tokens; "
+    "only the last row may be shorter",
 )
 @click.option(
     "--format",
     "format_",
-    type=click.Choice(["text", "jsonl", "json"]),
+    type=click.Choice(["text", "jsonl", "json", "parquet"]),
     default=None,
     help="read every input file in this format, whatever its suffix "
     "(default: by suffix, files inside folders with other suffixes skipped)",
@@ -69,42 +75,68 @@ def main() -> None:
     "--text-field",
     default="text",
     show_default=True,
-    help="the field holding the text in JSONL lines and JSON objects",
+    help="the field holding the text in JSONL lines and JSON objects, the text column of "
+    "Parquet files and saved datasets",
 )
 def prepare(
     inputs: tuple[Path, ...],
-    out: Path,
+    out: str,
     tokenizer: Path | None,
     max_seq_len: int,
+    pack: bool,
     format_: str | None,
     text_field: str,
 ) -> None:
-    """Tokenize text, JSONL or JSON files, or folders of them, into MDS shards with metrics.
+    """Tokenize text, JSONL, JSON or Parquet files, saved datasets, or folders, into MDS shards.
 
     The suffix decides how a file is read: .txt and .md are plain UTF-8 text, one document per
     file; .jsonl holds one JSON object per line, its --text-field is a document; .json holds one
-    JSON array of documents, strings or objects with --text-field.
+    JSON array of documents, strings or objects with --text-field; .parquet rows hold the text
+    in their --text-field column. A .gz or .zst suffix after these (d.jsonl.gz) is decompressed
+    while reading. A folder written by datasets' save_to_disk is read row by row (--text-field).
+    JSONL, Parquet and saved datasets are streamed: memory does not grow with the input.
 
-    A named file with another suffix (.parquet, .csv, .py, ...) is refused before anything is
+    A named file with another suffix (.csv, .py, ...) is refused before anything is
     written; --format reads it anyway. Inside a folder (walked recursively, hidden entries
     skipped), files with other suffixes are skipped and counted, as are text files that are
-    binary or not UTF-8; the summary line says what was skipped.
-    """
-    from curriculum_ds.data import prepare as prepare_fn
+    binary or not UTF-8; the summary line says what was skipped. A bad row is one line naming
+    the file and row; nothing is left under --out.
 
-    summary = prepare_fn(
-        list(inputs),
-        out,
-        tokenizer=tokenizer,
-        max_seq_len=max_seq_len,
-        format=format_,
-        text_field=text_field,
-        progress=sys.stderr.isatty(),  # a bar only on a terminal: off one it is a single long line
-    )
+    Each sample carries its metric columns. The summary gives the padding fraction at
+    --max-seq-len, unpacked and packed: the share of token slots that are padding when every
+    row is padded to --max-seq-len.
+
+    An --out of s3://... or gs://... (an empty prefix) is written to a temporary folder and
+    uploaded with mosaicml-streaming's uploaders, index.json last; endpoint and credentials come
+    from the environment (S3_ENDPOINT_URL, AWS_*; GCS_KEY/GCS_SECRET).
+    """
+    import tempfile
+
+    from curriculum_ds.data import prepare as prepare_fn
+    from curriculum_ds.data.remote import check_upload_target, upload_dataset
+
+    remote = out if "://" in out else None
+    with tempfile.TemporaryDirectory(prefix="curriculum_ds_prepare_") as tmp:
+        if remote is not None:
+            check_upload_target(remote)  # before tokenizing anything
+        summary = prepare_fn(
+            list(inputs),
+            Path(tmp) / "dataset" if remote is not None else Path(out),
+            tokenizer=tokenizer,
+            max_seq_len=max_seq_len,
+            format=format_,
+            text_field=text_field,
+            pack=pack,
+            progress=sys.stderr.isatty(),  # a bar only on a terminal, else one long line
+        )
+        if remote is not None:
+            upload_dataset(summary.out, remote)
     click.echo(
-        f"wrote {summary.num_samples:,} samples ({summary.num_tokens:,} tokens, "
-        f"vocab {summary.vocab_size}) from {summary.num_documents:,} documents to {summary.out}"
+        f"wrote {summary.num_samples:,} {'packed rows' if pack else 'samples'} "
+        f"({summary.num_tokens:,} tokens, vocab {summary.vocab_size}) from "
+        f"{summary.num_documents:,} documents to {remote or summary.out}"
     )
+    click.echo(summary.describe_padding())
     skipped = summary.describe_skipped()
     if skipped:
         click.echo(f"skipped in folders: {skipped} (--format reads other suffixes)")

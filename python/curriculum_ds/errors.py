@@ -13,6 +13,7 @@ __all__ = [
     "ConfigError",
     "CurriculumError",
     "DataError",
+    "DownloadError",
     "ResumeError",
     "SamplingError",
     "StepError",
@@ -46,6 +47,14 @@ class ResumeError(CurriculumError):
 
 class DataError(CurriculumError):
     """Input data is missing, unreadable or malformed (names the file and the problem)."""
+
+
+class DownloadError(DataError):
+    """A sample could not be read during training: its shard failed to download (or to verify).
+
+    Unlike the other errors, a verdict of one rank only (each rank reads its own samples); names
+    the stream, its remote and the cause.
+    """
 
 
 class StepError(CurriculumError):

@@ -33,10 +33,12 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from curriculum_ds.data import close_stream, open_stream, read_stream_info
-from curriculum_ds.data.streams import shared_memory_lock
+from curriculum_ds.data import close_stream, open_stream, read_stream_info, sync_stream_metadata
+from curriculum_ds.data.streams import drop_cached_shard, shared_memory_lock
+from curriculum_ds.errors import DownloadError
 from curriculum_ds.kernels import BucketSampler
 from curriculum_ds.loss import IGNORE_INDEX
+from curriculum_ds.preflight import check_packed_rows
 
 if TYPE_CHECKING:
     from curriculum_ds.config import PhaseConfig
@@ -123,9 +125,19 @@ class PhaseLoader:
         loader = phase.train_loader
         self.max_seq_len = loader.max_seq_len
         self.stream_names = [s.name or _default_name(s.local) for s in loader.streams]
-        self.infos = [read_stream_info(s.local) for s in loader.streams]
+        self.remotes = [s.remote for s in loader.streams]
+        for name, s in zip(self.stream_names, loader.streams, strict=True):
+            if s.remote is not None and not (Path(s.local) / "index.json").is_file():
+                _sync_remote(name, s.local, s.remote)  # preflight was skipped (check_data=False)
+        self.infos = [read_stream_info(s.local, remote=s.remote) for s in loader.streams]
+        for j, info in enumerate(self.infos):  # a packed row is never cut (also preflighted)
+            check_packed_rows(
+                info,
+                self.max_seq_len,
+                f"curriculum.schedule[{phase_idx}] ({phase.name!r}).train_loader.streams[{j}]",
+            )
         with _streaming_registration():
-            self.datasets = [open_stream(s.local) for s in loader.streams]
+            self.datasets = [open_stream(s.local, s.remote) for s in loader.streams]
         # released by close(), or when the loader is garbage-collected if nobody called it
         self._release = weakref.finalize(self, _close_all, self.datasets)
         proportions = np.array([s.proportion for s in loader.streams], dtype=np.float64)
@@ -211,12 +223,34 @@ class PhaseLoader:
 
     # ----------------------------------------------------------------------------- fetching
     def fetch(self, pairs: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int32]]:
-        """Read the token arrays of ``(stream_idx, sample_idx)`` pairs, truncated to max_seq_len."""
+        """Read the token arrays of ``(stream_idx, sample_idx)`` pairs, truncated to max_seq_len.
+
+        A sample of a remote stream whose shard is not cached yet is downloaded first (by
+        mosaicml-streaming, one process per node).
+
+        Raises:
+            DownloadError: a sample cannot be read (its shard failed to download or to verify
+                against its recorded hash, or a local shard file went missing), naming the stream.
+        """
         out = []
         for stream, index in pairs:
-            tokens = self.datasets[int(stream)][int(index)]["input_ids"]
+            try:
+                tokens = self.datasets[int(stream)][int(index)]["input_ids"]
+            except Exception as err:  # streaming wraps storage errors in RuntimeError/ValueError
+                if self.remotes[int(stream)] is not None:  # no unverified shard left in the cache
+                    drop_cached_shard(self.datasets[int(stream)], int(index))
+                raise DownloadError(self._fetch_failure(int(stream), int(index), err)) from None
             out.append(np.asarray(tokens)[: self.max_seq_len])
         return out
+
+    def _fetch_failure(self, stream: int, index: int, err: Exception) -> str:
+        text = str(err).strip()
+        detail = text.splitlines()[0] if text else type(err).__name__
+        local = self.phase.train_loader.streams[stream].local
+        remote = self.remotes[stream]
+        source = f"remote {remote}, cache {local}" if remote is not None else local
+        name = self.stream_names[stream]
+        return f"stream {name!r} ({source}): cannot read sample {index}: {detail}"
 
     def micro_batches(
         self,
@@ -305,6 +339,20 @@ def _streaming_registration() -> Iterator[None]:
         yield
         if distributed:
             dist.barrier()  # every rank has registered before the lock goes
+
+
+def _sync_remote(name: str, local: str, remote: str) -> None:
+    """Bring a remote stream's metadata into its cache folder.
+
+    Raises:
+        DownloadError: naming the stream (a verdict of this rank: each rank syncs on its own).
+    """
+    from curriculum_ds.errors import DataError
+
+    try:
+        sync_stream_metadata(local, remote)
+    except DataError as err:
+        raise DownloadError(f"stream {name!r}: {err}") from None
 
 
 def _close_all(datasets: list[Any]) -> None:

@@ -33,12 +33,13 @@ from curriculum_ds.config.messages import join_errors, show_value
 from curriculum_ds.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from curriculum_ds.config.models import CurriculumConfig, PhaseConfig
+    from curriculum_ds.config.models import CurriculumConfig, PhaseConfig, StreamConfig
     from curriculum_ds.data import StreamInfo
 
 __all__ = [
     "POSITION_KEYS",
     "check_model_context",
+    "check_packed_rows",
     "check_streams",
     "deepspeed_config_errors",
     "model_max_positions",
@@ -48,8 +49,8 @@ __all__ = [
 ]
 
 
-def read_stream_info_checked(local: str) -> StreamInfo:
-    """``curriculum_ds.data.read_stream_info(local)``: num_samples, vocab_size, metrics.
+def read_stream_info_checked(local: str, *, remote: str | None = None) -> StreamInfo:
+    """``curriculum_ds.data.read_stream_info(local, remote=...)``: num_samples, vocab_size, metrics.
 
     Imported lazily so that validating a config does not import streaming until data is read.
 
@@ -58,7 +59,7 @@ def read_stream_info_checked(local: str) -> StreamInfo:
     """
     from curriculum_ds.data import read_stream_info
 
-    return read_stream_info(local)
+    return read_stream_info(local, remote=remote)
 
 
 def stream_infos(cfg: CurriculumConfig) -> dict[str, Any]:
@@ -79,9 +80,16 @@ def _read_streams(
     """Each distinct stream's info and probed token-id range, keyed by ``local``; see above."""
     infos: dict[str, Any] = {}
     token_ranges: dict[str, tuple[int, int] | None] = {}
+    _check_one_remote_per_local(cfg)
     for i, phase in enumerate(cfg.schedule):
         for j, stream in enumerate(phase.train_loader.streams):
             if stream.local in infos:
+                continue
+            if stream.remote is not None:
+                infos[stream.local] = _read_remote_stream(
+                    _stream_path(i, phase, j), stream, stream.remote
+                )
+                token_ranges[stream.local] = None  # the shards are not downloaded to check
                 continue
             where = f"{_stream_path(i, phase, j)}.local"
             if not Path(stream.local).exists():
@@ -105,6 +113,43 @@ def _read_streams(
                     f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
                 ) from None
     return infos, token_ranges
+
+
+def _check_one_remote_per_local(cfg: CurriculumConfig) -> None:
+    """A ``local`` folder is one stream's data or cache: every use of it names the same remote.
+
+    Raises:
+        ConfigError: naming the second use and the first.
+    """
+    remotes: dict[str, tuple[str | None, str]] = {}  # local -> (its remote, where first seen)
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            first = remotes.setdefault(stream.local, (stream.remote, _stream_path(i, phase, j)))
+            if first[0] != stream.remote:
+                raise ConfigError(
+                    f"{_stream_path(i, phase, j)}.remote: {show_value(stream.remote)}, but "
+                    f"{first[1].removeprefix('curriculum.')} reads the same local "
+                    f"{show_value(stream.local)} from {show_value(first[0])}; a cache folder "
+                    "belongs to one remote"
+                )
+
+
+def _read_remote_stream(path: str, stream: StreamConfig, remote: str) -> StreamInfo:
+    """A remote stream's info, after checking its remote (listing, index, every shard file).
+
+    Raises:
+        ConfigError: ``<path>.remote: stream "name" (remote): <why>``.
+    """
+    from curriculum_ds.data import sync_stream_metadata
+
+    try:
+        sync_stream_metadata(stream.local, remote)
+        return read_stream_info_checked(stream.local, remote=remote)
+    except DataError as exc:
+        detail = str(exc).replace("\n", " ")
+        raise ConfigError(
+            f"{path}.remote: stream {show_value(stream.name)} ({remote}): {detail}"
+        ) from None
 
 
 def verify_stream_checked(local: str, *, verify_hashes: bool = False) -> tuple[int, int] | None:
@@ -251,6 +296,32 @@ def check_model_context(cfg: CurriculumConfig, model: Any) -> None:
         raise ConfigError(join_errors(errors))
 
 
+def check_packed_rows(info: Any, max_seq_len: int, where: str) -> None:
+    """Refuse a packed stream whose rows are longer than the phase's ``max_seq_len``.
+
+    A packed row (``prepare --pack``) spans documents; cutting it to a shorter ``max_seq_len``
+    would drop the rest of the row's tokens, so it is refused rather than truncated. Rows shorter
+    than ``max_seq_len`` are fine (a micro-batch is padded to its longest row).
+
+    Args:
+        info: The stream's :class:`~curriculum_ds.data.StreamInfo` (``packed``, ``max_seq_len``).
+        max_seq_len: The phase's ``train_loader.max_seq_len``, tokens.
+        where: The stream's JSON path and phase, for the message.
+
+    Raises:
+        ConfigError: one line naming the stream, its row length and the phase's max_seq_len.
+    """
+    row_len = getattr(info, "max_seq_len", None)
+    if getattr(info, "packed", False) and isinstance(row_len, int) and row_len > max_seq_len:
+        local = getattr(info, "local", "?")
+        raise ConfigError(
+            f"{where}.local: {show_value(str(local))} is packed into rows of {row_len} tokens, "
+            f"longer than the phase's max_seq_len {max_seq_len} (a packed row is never cut); "
+            f"raise max_seq_len to {row_len} or re-run `curriculum-ds prepare --pack "
+            f"--max-seq-len {max_seq_len}`"
+        )
+
+
 def _stream_path(i: int, phase: PhaseConfig, j: int) -> str:
     return f"curriculum.schedule[{i}] ({show_value(phase.name)}).train_loader.streams[{j}]"
 
@@ -274,8 +345,18 @@ def check_streams(
       range-checked: the run may be given a ``--model`` this check does not know).
     * With ``strict`` and no ``model``, at least one stream must record its ``vocab_size``
       (else the run needs ``--model``).
+    * A packed stream's rows must fit every phase that reads it (:func:`check_packed_rows`).
     * With dynamic re-weighting, every stream must have the ``static_metric`` column, and its
-      values must be finite (the bucketing refuses a NaN or an infinity).
+      values must be finite (the bucketing refuses a NaN or an infinity). ``num_tokens`` cannot
+      bucket a packed stream (every row but the last has the same length: the lone short row
+      would fill a bucket of its own and be drawn at that bucket's probability).
+
+    A stream with a ``remote`` is checked there instead of on disk
+    (:func:`curriculum_ds.data.sync_stream_metadata`): the remote must answer and hold
+    ``index.json`` and every shard file it lists, at its recorded size; its ``index.json`` and
+    sidecar files are downloaded into ``local`` (the cache folder). Its shards are not probed
+    (that would download them): mosaicml-streaming checks each one against its recorded hash
+    when it downloads it during training.
 
     Relative ``local`` paths are resolved against the current working directory. Reads the
     streams' metadata, shard headers and a few samples; deterministic.
@@ -289,7 +370,8 @@ def check_streams(
     Raises:
         ConfigError: naming the JSON path and phase of the first bad stream (missing, not MDS,
             unreadable, empty, a shard file missing/truncated/corrupt, another vocab_size or
-            tokenizer, a token id out of range, no known vocab_size), ``--model`` when its folder
+            tokenizer, a token id out of range, no known vocab_size, packed rows longer than the
+            phase's max_seq_len), ``--model`` when its folder
             or ``vocab_size`` cannot be read, or ``curriculum.dynamic.static_metric`` when dynamic
             re-weighting is enabled and a stream lacks that metric column or holds a non-finite
             value in it (naming the stream, the column and the sample index).
@@ -329,6 +411,12 @@ def check_streams(
                 f"{where}.local: {show_value(stream.local)} was prepared with tokenizer "
                 f"{identity[1]} but {show_value(first_tok[2])} ({first_tok[3]}) with tokenizer "
                 f"{first_tok[1]}; all streams must share one tokenizer"
+            )
+
+    for i, phase in enumerate(cfg.schedule):
+        for j, stream in enumerate(phase.train_loader.streams):
+            check_packed_rows(
+                infos[stream.local], phase.train_loader.max_seq_len, _stream_path(i, phase, j)
             )
 
     run_vocab: tuple[int, str] | None = None  # (vocab_size, where it comes from)
@@ -374,6 +462,13 @@ def check_streams(
         return
     metric = cfg.dynamic.static_metric
     for where, stream in streams:
+        if metric == "num_tokens" and getattr(infos[stream.local], "packed", False):
+            raise ConfigError(
+                f'curriculum.dynamic.static_metric: "num_tokens" is the same for every row of '
+                f"the packed stream {show_value(stream.local)} ({where.removeprefix('curriculum.')}"
+                "), so it cannot order packed rows by difficulty; set static_metric to "
+                '"compression_ratio" or "token_entropy"'
+            )
         metrics = getattr(infos[stream.local], "metrics", None)
         if not isinstance(metrics, Mapping):
             continue

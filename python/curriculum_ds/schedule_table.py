@@ -17,7 +17,7 @@ from curriculum_ds.lr_schedule import LRSchedule
 from curriculum_ds.schedule import PhaseSchedule, duration_str
 
 if TYPE_CHECKING:
-    from curriculum_ds.config import RunConfig
+    from curriculum_ds.config import RunConfig, StreamConfig
 
 __all__ = ["describe_schedule"]
 
@@ -55,13 +55,13 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
     gbs = run.global_batch_size(dp_world_size)
     infos: dict[str, Any] = {}
 
-    def info(local: str) -> Any:
-        if local not in infos:
+    def info(stream: StreamConfig) -> Any:
+        if stream.local not in infos:
             try:
-                infos[local] = read_stream_info_checked(local)
+                infos[stream.local] = read_stream_info_checked(stream.local, remote=stream.remote)
             except Exception:  # describing must not fail on unreadable data
-                infos[local] = None
-        return infos[local]
+                infos[stream.local] = None
+        return infos[stream.local]
 
     rows = [("phase", "name", "duration", "ends at", "datamix", "max_seq_len", "~steps")]
     total_steps: int | None = 0
@@ -71,7 +71,7 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
         mix = ", ".join(f"{s.name}: {s.proportion / psum:.3g}" for s in loader.streams)
         steps: int | None = None
         if schedule.unit == "tok":
-            means = [_mean_tokens(info(s.local), loader.max_seq_len) for s in loader.streams]
+            means = [_mean_tokens(info(s), loader.max_seq_len) for s in loader.streams]
             known = [m for m in means if m is not None]
             if len(known) == len(means):
                 weighted = zip(loader.streams, known, strict=True)
@@ -81,7 +81,7 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
         else:
             epoch_size = loader.epoch_size
             if epoch_size is None:
-                counts = [getattr(info(s.local), "num_samples", None) for s in loader.streams]
+                counts = [getattr(info(s), "num_samples", None) for s in loader.streams]
                 if all(isinstance(c, int) for c in counts):
                     epoch_size = sum(counts)  # type: ignore[arg-type]
             if epoch_size is not None:

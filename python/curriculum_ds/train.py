@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,9 @@ __all__ = [
     "skipped_steps_warning",
     "train",
 ]
+
+_PEER_ERROR_GRACE_S = 3.0
+"""Seconds a rank other than 0 waits before printing its own DownloadError (see ``main``)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from curriculum_ds.checkpoint import read_curriculum_state, resume_target
     from curriculum_ds.config import load_config
     from curriculum_ds.distributed import LocalRankError, lock_run_dir
-    from curriculum_ds.errors import ConfigError, CurriculumError
+    from curriculum_ds.errors import ConfigError, CurriculumError, DownloadError
     from curriculum_ds.resume_rules import check_resume
 
     is_rank0 = os.environ.get("RANK", "0") == "0"
@@ -178,6 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         return train(args, run, resume)
+    except DownloadError as exc:
+        # one rank's verdict (its own samples' shard): that rank prints it. Rank 0 at once; any
+        # other rank after a grace period, in which the launcher stops it if rank 0 failed too
+        # (it polls every second), so a failure every rank sees prints once
+        if not is_rank0:
+            time.sleep(_PEER_ERROR_GRACE_S)
+        print(f"curriculum_ds: error: {exc}", file=sys.stderr, flush=True)
+        return 1
     except CurriculumError as exc:
         if is_rank0:  # the same verdict on every rank: print it once
             print(f"curriculum_ds: error: {exc}", file=sys.stderr)
@@ -386,7 +398,9 @@ def build_model(model: str | None, cfg: Any, max_seq_len: int) -> Any:
     from curriculum_ds.errors import ConfigError
 
     vocab_sizes = [
-        read_stream_info(s.local).vocab_size for p in cfg.schedule for s in p.train_loader.streams
+        read_stream_info(s.local, remote=s.remote).vocab_size
+        for p in cfg.schedule
+        for s in p.train_loader.streams
     ]
     if model is not None:
         if not Path(model).is_dir():

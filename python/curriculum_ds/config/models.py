@@ -33,6 +33,7 @@ __all__ = [
     "MAX_MICRO_BATCH_TOKENS",
     "MAX_PROPORTION",
     "MAX_SEQ_LEN",
+    "REMOTE_SCHEMES",
     "CurriculumConfig",
     "Duration",
     "DynamicConfig",
@@ -56,6 +57,9 @@ terabytes)."""
 MAX_GLOBAL_BATCH_SIZE = 2**24
 """Largest global batch accepted, in samples per optimizer step across dp ranks (16,777,216);
 every rank draws the whole global batch each step."""
+
+REMOTE_SCHEMES = ("s3", "gs")
+"""URL schemes a stream's ``remote`` may use (besides a plain folder path)."""
 
 _TOK_RE = re.compile(r"^([0-9]+)tok$")
 _EP_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?|\.[0-9]+)ep$")
@@ -188,6 +192,38 @@ class StreamConfig(_Model):
     name: str | None = Field(default=None, min_length=1)
     """Stream name used in traces and metrics; defaults to the final path component of
     ``local``. Unique within one loader."""
+    remote: str | None = Field(default=None, min_length=1)
+    """Where the shards live when they are not local: ``s3://bucket/prefix``,
+    ``gs://bucket/prefix`` or a folder path (a shared file system). ``local`` is then the cache
+    folder: mosaicml-streaming downloads ``index.json`` and each shard into it on first use (one
+    download per node). None (the default): ``local`` holds the whole dataset."""
+
+    @field_validator("remote")
+    @classmethod
+    def _known_remote(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        scheme, sep, rest = value.partition("://")
+        if not sep:
+            return value  # a folder path
+        if scheme not in REMOTE_SCHEMES:
+            raise custom_error(
+                f"scheme {scheme!r} is not supported, got {show_value(value)}; use "
+                + ", ".join(f"{s}://bucket/prefix" for s in REMOTE_SCHEMES)
+                + " or a folder path"
+            )
+        if not rest.split("/", 1)[0]:
+            raise custom_error(f"names no bucket, got {show_value(value)}")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _omit_no_remote(self, handler: Any) -> Any:
+        # a local stream dumps as it did before `remote` existed: the checkpoints' phase dumps
+        # (compared field by field by the resume rules) stay equal
+        dumped = handler(self)
+        if isinstance(dumped, dict) and dumped.get("remote") is None:
+            dumped.pop("remote", None)
+        return dumped
 
     @model_validator(mode="before")
     @classmethod

@@ -1,8 +1,18 @@
-"""Reading documents for :func:`curriculum_ds.data.prepare`: text, JSONL and JSON files, folders.
+"""Reading documents for :func:`curriculum_ds.data.prepare`: files, saved datasets, folders.
 
-The format of a file comes from its suffix (:data:`SUFFIX_FORMATS`) unless one is given for all
-inputs (``format=``, the CLI's ``--format``). A named file whose suffix names no format is
-refused before anything is read; inside a folder such files are skipped and counted by suffix
+Text, JSONL, JSON and Parquet files, saved HF ``datasets`` folders, and folders of them.
+
+The format of a file comes from its suffix (:data:`SUFFIX_FORMATS`, after a compression suffix
+of :data:`~curriculum_ds.data.sources.COMPRESSION_SUFFIXES`: ``d.jsonl.gz``, ``d.jsonl.zst``)
+unless one is given for all inputs (``format=``, the CLI's ``--format``). A folder written by
+``datasets``' ``save_to_disk`` is read as one dataset wherever it is met.
+
+Memory: JSONL is streamed line by line, Parquet and saved datasets batch by batch
+(:mod:`curriculum_ds.data.sources`), so their size does not bound the memory prepare needs; a
+``text`` file is one document and a ``json`` file one array, each read whole.
+
+A named file whose suffix names no format is refused before anything is read; inside a folder
+such files are skipped and counted by suffix
 (:attr:`ReadStats.skipped_suffixes`). Errors name the file and line (``path:line``), or the
 array element of a JSON file (``path[index]``); files met inside a folder walk that are binary,
 not UTF-8 or unreadable are skipped and counted instead. Deterministic: a folder is read in the
@@ -19,6 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curriculum_ds.data.sources import (
+    checked_text,
+    compression_of,
+    decompression_error,
+    is_saved_dataset,
+    iter_parquet,
+    iter_saved_dataset,
+    open_binary,
+)
 from curriculum_ds.errors import DataError
 
 __all__ = [
@@ -35,17 +54,27 @@ __all__ = [
     "read_bytes",
 ]
 
-FORMATS: tuple[str, ...] = ("text", "jsonl", "json")
-"""The input formats: ``text`` (the whole UTF-8 file is one document), ``jsonl`` (one JSON object
+FORMATS: tuple[str, ...] = ("text", "jsonl", "json", "parquet")
+"""The file formats: ``text`` (the whole UTF-8 file is one document), ``jsonl`` (one JSON object
 per non-blank line, its text field is a document), ``json`` (one JSON array whose elements are
-documents: strings, or objects with the text field)."""
+documents: strings, or objects with the text field), ``parquet`` (each row's text column is a
+document). A saved HF ``datasets`` folder is recognised by its files (format ``hf``)."""
 
-SUFFIX_FORMATS: dict[str, str] = {".txt": "text", ".md": "text", ".jsonl": "jsonl", ".json": "json"}
+SUFFIX_FORMATS: dict[str, str] = {
+    ".txt": "text",
+    ".md": "text",
+    ".jsonl": "jsonl",
+    ".json": "json",
+    ".parquet": "parquet",
+}
 """The format each known suffix (compared in lower case) stands for; other suffixes need an
-explicit format."""
+explicit format. A compression suffix (``.gz``, ``.zst``, ``.zstd``) after it is decompressed."""
 
-ACCEPTED_FORMATS = ".txt and .md (plain text), .jsonl (JSON lines), .json (an array of documents)"
-"""The known suffixes in words, for error messages and help."""
+ACCEPTED_FORMATS = (
+    ".txt and .md (plain text), .jsonl (JSON lines), .json (an array of documents), "
+    ".parquet, saved HF datasets folders; .gz/.zst compressed"
+)
+"""The known inputs in words, for error messages and help."""
 
 
 @dataclass
@@ -66,7 +95,7 @@ class InputFile:
 
     path: Path
     format: str
-    """One of :data:`FORMATS`."""
+    """One of :data:`FORMATS`, or ``"hf"`` for a saved ``datasets`` folder."""
     named: bool
     """Named by the user (errors are raised) rather than met in a folder walk (skipped)."""
 
@@ -94,10 +123,14 @@ def read_bytes(path: Path) -> bytes:
     """The bytes of a file the user named; ``DataError`` (one line naming it) when unreadable."""
     try:
         return path.read_bytes()
-    except PermissionError as err:
-        raise DataError(f"cannot read {path}: permission denied") from err
     except OSError as err:
-        raise DataError(f"cannot read {path}: {err.strerror or err}") from err
+        raise _read_error(path, err) from err
+
+
+def _read_error(path: Path, err: OSError) -> DataError:
+    if isinstance(err, PermissionError):
+        return DataError(f"cannot read {path}: permission denied")
+    return DataError(f"cannot read {path}: {err.strerror or err}")
 
 
 def _decode_text(path: Path, data: bytes) -> str:
@@ -124,19 +157,6 @@ def json_limit_reason(err: ValueError | RecursionError) -> str:
     return detail
 
 
-def _checked_text(value: str, where: str, what: str) -> str:
-    """``value`` if it encodes as UTF-8 (a JSON escape of a lone surrogate decodes to one)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as err:
-        bad = value[err.start]
-        raise DataError(
-            f"{where}: {what} is not valid Unicode (lone surrogate "
-            f"U+{ord(bad):04X} at character {err.start})"
-        ) from err
-    return value
-
-
 def _field_text(obj: dict[str, Any], where: str, text_field: str) -> str:
     """The string under ``text_field`` of one JSON object (``where`` names it in errors)."""
     if text_field not in obj:
@@ -147,7 +167,7 @@ def _field_text(obj: dict[str, Any], where: str, text_field: str) -> str:
         raise DataError(
             f"{where}: field {text_field!r} must be a string, got {type(value).__name__}"
         )
-    return _checked_text(value, where, f"field {text_field!r}")
+    return checked_text(value, where, f"field {text_field!r}")
 
 
 def _parse_json(text: str, path: Path, lineno: int | None) -> Any:
@@ -161,20 +181,31 @@ def _parse_json(text: str, path: Path, lineno: int | None) -> Any:
         raise DataError(f"{where}: invalid JSON ({json_limit_reason(err)})") from None
 
 
-def _iter_jsonl(path: Path, data: bytes, text_field: str) -> Iterator[str]:
-    text = _decode_text(path, data)
-    # Split on "\n" only: str.splitlines() would also cut at U+2028, U+0085, ..., which
-    # json.dumps(ensure_ascii=False) leaves unescaped inside strings.
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        obj = _parse_json(line, path, lineno)
-        if not isinstance(obj, dict):
-            raise DataError(
-                f"{path}:{lineno}: expected a JSON object with a {text_field!r} field, "
-                f"got {type(obj).__name__}"
-            )
-        yield _field_text(obj, f"{path}:{lineno}", text_field)
+def _iter_jsonl(path: Path, text_field: str) -> Iterator[str]:
+    """The documents of a JSONL file (compressed or not), streamed one line at a time."""
+    offset = 0  # of the line in the (decompressed) file, for the error message
+    with open_binary(path) as fh:
+        # binary lines end at b"\n" only: str.splitlines() would also cut at U+2028, U+0085,
+        # ..., which json.dumps(ensure_ascii=False) leaves unescaped inside strings.
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                bom = 3 if lineno == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
+                raise DataError(
+                    f"{path}:{lineno}: not UTF-8 text (invalid byte at offset "
+                    f"{offset + err.start + bom})"
+                ) from None
+            offset += len(raw)
+            if not line.strip():
+                continue
+            obj = _parse_json(line, path, lineno)
+            if not isinstance(obj, dict):
+                raise DataError(
+                    f"{path}:{lineno}: expected a JSON object with a {text_field!r} field, "
+                    f"got {type(obj).__name__}"
+                )
+            yield _field_text(obj, f"{path}:{lineno}", text_field)
 
 
 def _iter_json(path: Path, data: bytes, text_field: str) -> Iterator[str]:
@@ -188,7 +219,7 @@ def _iter_json(path: Path, data: bytes, text_field: str) -> Iterator[str]:
     for idx, item in enumerate(doc):
         where = f"{path}[{idx}]"
         if isinstance(item, str):
-            yield _checked_text(item, where, "the document")
+            yield checked_text(item, where, "the document")
         elif isinstance(item, dict):
             yield _field_text(item, where, text_field)
         else:
@@ -198,19 +229,59 @@ def _iter_json(path: Path, data: bytes, text_field: str) -> Iterator[str]:
             )
 
 
-def _iter_file(file: InputFile, stats: ReadStats, text_field: str) -> Iterator[str]:
-    """Documents of one file; in a folder walk, binary/undecodable/unreadable text is skipped."""
-    if file.named:
-        data = read_bytes(file.path)
-    else:
-        try:
-            data = file.path.read_bytes()
-        except OSError:
+def _read_whole(file: InputFile, stats: ReadStats) -> bytes | None:
+    """The (decompressed) bytes of a text or JSON file; ``None`` when a walk skips it."""
+    whole = list(_streamed(file, stats, _read_all(file.path)))
+    return whole[0] if whole else None
+
+
+def _read_all(path: Path) -> Iterator[bytes]:
+    if compression_of(path) is None:
+        yield path.read_bytes()
+        return
+    with open_binary(path) as fh:
+        yield fh.read()
+
+
+def _streamed(file: InputFile, stats: ReadStats, items: Iterator[Any]) -> Iterator[Any]:
+    """``items``, with a decompression error or an unreadable file turned into one line.
+
+    A file met in a folder walk that cannot be opened is skipped and counted instead.
+    """
+    started = False
+    try:
+        for item in items:
+            started = True
+            yield item
+    except DataError:
+        raise
+    except Exception as err:
+        bad = decompression_error(file.path, err)
+        if bad is not None:
+            raise bad from None
+        if not isinstance(err, OSError):
+            raise
+        if not file.named and not started:
             stats.num_skipped_files += 1
             return
+        raise _read_error(file.path, err) from None
+
+
+def _iter_file(file: InputFile, stats: ReadStats, text_field: str) -> Iterator[str]:
+    """Documents of one file; in a folder walk, binary/undecodable/unreadable text is skipped."""
+    if file.format == "hf":
+        yield from iter_saved_dataset(file.path, text_field)
+        return
+    if file.format == "parquet":
+        yield from iter_parquet(file.path, text_field)
+        return
     if file.format == "jsonl":
-        yield from _iter_jsonl(file.path, data, text_field)
-    elif file.format == "json":
+        yield from _streamed(file, stats, _iter_jsonl(file.path, text_field))
+        return
+    data = _read_whole(file, stats)
+    if data is None:
+        return
+    if file.format == "json":
         yield from _iter_json(file.path, data, text_field)
     elif file.named:
         yield _decode_text(file.path, data)
@@ -223,27 +294,46 @@ def _iter_file(file: InputFile, stats: ReadStats, text_field: str) -> Iterator[s
             stats.num_skipped_files += 1
 
 
-def _walk_folder(folder: Path) -> list[Path]:
-    """All files under ``folder`` (recursively), hidden entries skipped, sorted by relative path."""
-    files = []
+def _walk_folder(folder: Path) -> list[tuple[Path, bool]]:
+    """Files and saved datasets under ``folder`` (recursively), as ``(path, is_dataset)``.
+
+    Hidden entries skipped, sorted by relative path; a saved dataset's own files are not listed.
+    """
+    entries: list[tuple[Path, bool]] = []
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        here = Path(dirpath)
+        if is_saved_dataset(here):
+            entries.append((here, True))
+            dirnames[:] = []
+            continue
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         for name in filenames:
             if name.startswith("."):
                 continue
-            path = Path(dirpath) / name
+            path = here / name
             if path.is_file():
-                files.append(path)
-    files.sort(key=lambda p: p.relative_to(folder).as_posix())
-    return files
+                entries.append((path, False))
+    entries.sort(key=lambda entry: entry[0].relative_to(folder).as_posix())
+    return entries
+
+
+def format_of(path: Path) -> str | None:
+    """The format a file's suffix names (after a compression suffix), or ``None``."""
+    name = path.name.lower()
+    if compression_of(path) is not None:
+        name = name[: -len(path.suffix)]
+    fmt = SUFFIX_FORMATS.get(Path(name).suffix)
+    if fmt == "parquet" and compression_of(path) is not None:
+        return None  # Parquet compresses inside; a .parquet.gz is not read
+    return fmt
 
 
 def _unknown_format(path: Path) -> DataError:
-    suffix = path.suffix.lower()
+    suffix = "".join(path.suffixes[-2:]).lower() if compression_of(path) else path.suffix.lower()
     kind = f"suffix {suffix!r}" if suffix else "no suffix"
     return DataError(
         f"{path}: unknown input format ({kind}); prepare reads {ACCEPTED_FORMATS}; "
-        "to read it anyway, name its format with --format text, jsonl or json"
+        "to read it anyway, name its format with --format text, jsonl, json or parquet"
     )
 
 
@@ -273,20 +363,27 @@ def check_inputs(
         raise DataError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
     paths = [Path(p) for p in inputs]
     if not paths:
-        raise DataError("no inputs given: pass text, JSONL or JSON files, or folders")
+        raise DataError(
+            "no inputs given: pass text, JSONL, JSON or Parquet files, saved datasets, or folders"
+        )
     files: list[InputFile] = []
     for path in paths:
         if not path.exists():
             raise DataError(f"input not found: {path}")
-        if path.is_dir():
-            for file in _walk_folder(path):
-                file_format = format or SUFFIX_FORMATS.get(file.suffix.lower())
+        if path.is_dir() and is_saved_dataset(path):
+            files.append(InputFile(path, "hf", named=True))
+        elif path.is_dir():
+            for file, is_dataset in _walk_folder(path):
+                if is_dataset:
+                    files.append(InputFile(file, "hf", named=False))
+                    continue
+                file_format = format or format_of(file)
                 if file_format is None:
                     stats.skipped_suffixes[file.suffix.lower()] += 1
                 else:
                     files.append(InputFile(file, file_format, named=False))
         elif path.is_file():
-            file_format = format or SUFFIX_FORMATS.get(path.suffix.lower())
+            file_format = format or format_of(path)
             if file_format is None:
                 raise _unknown_format(path)
             files.append(InputFile(path, file_format, named=True))

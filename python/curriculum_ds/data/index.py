@@ -31,11 +31,13 @@ METRICS_FILENAME = "metrics.npz"
 """One array per metric column, in sample order (see the package doc)."""
 
 
-def read_index(local: Path) -> dict[str, Any]:
+def read_index(local: Path, *, require_shards: bool = True) -> dict[str, Any]:
     """Validate that ``local`` is an MDS dataset and return its parsed ``index.json``.
 
-    Every shard needs one of its listed files (``raw_data`` or ``zip_data``) on disk, and every
-    listed file on disk must have the size ``index.json`` records (one ``stat`` per file).
+    Every shard needs one of its listed files (``raw_data`` or ``zip_data``) on disk (unless
+    ``require_shards`` is False: the cache folder of a remote stream, whose shards are downloaded
+    on first use), and every listed file on disk must have the size ``index.json`` records (one
+    ``stat`` per file).
 
     Raises:
         DataError: no folder or index, an unreadable index, no shards, a malformed shard entry,
@@ -57,7 +59,7 @@ def read_index(local: Path) -> dict[str, Any]:
             for key in ("raw_data", "zip_data")
             if isinstance(shard.get(key), dict)
         ]
-        if not any(name and (local / name).is_file() for name in names):
+        if require_shards and not any(name and (local / name).is_file() for name in names):
             shown = names[0] if names else "?"
             raise DataError(f"MDS dataset {local}: shard file missing: {shown}")
         for key in ("raw_data", "zip_data"):

@@ -50,6 +50,9 @@ class StreamInfo:
             datasets prepared since it is recorded, or foreign datasets); ``None`` otherwise.
         tokenizer_sha256: sha256 of the ``tokenizer.json`` the dataset was prepared with, when
             recorded (not for the byte tokenizer); ``None`` otherwise.
+        packed: Prepared with ``pack``: every row but the last holds exactly ``max_seq_len``
+            tokens, spanning documents (``False`` for datasets prepared before it was recorded
+            and for foreign datasets).
     """
 
     local: Path
@@ -63,6 +66,7 @@ class StreamInfo:
     min_token_id: int | None = None
     max_token_id: int | None = None
     tokenizer_sha256: str | None = None
+    packed: bool = False
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -70,7 +74,7 @@ def _frozen(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-def read_stream_info(local: str | Path) -> StreamInfo:
+def read_stream_info(local: str | Path, *, remote: str | None = None) -> StreamInfo:
     """Read the metadata and per-sample metrics of an MDS dataset folder.
 
     For a dataset made by :func:`curriculum_ds.data.prepare`, everything comes from
@@ -80,7 +84,10 @@ def read_stream_info(local: str | Path) -> StreamInfo:
     the tokenizer fields are ``None``. Nothing is cached.
 
     Args:
-        local: A local MDS dataset folder.
+        local: A local MDS dataset folder, or the cache folder of ``remote`` holding its
+            ``index.json`` and sidecar files (:func:`~curriculum_ds.data.sync_stream_metadata`);
+            a foreign dataset's shards are then downloaded to be read.
+        remote: The stream's remote, or None for a local dataset.
 
     Returns:
         A :class:`StreamInfo`.
@@ -90,13 +97,13 @@ def read_stream_info(local: str | Path) -> StreamInfo:
             index, or (foreign datasets) it has no ``input_ids`` column.
     """
     local = Path(local)
-    index = read_index(local)
+    index = read_index(local, require_shards=remote is None)
     num_samples = int(sum(shard["samples"] for shard in index["shards"]))
     if num_samples == 0:
         raise DataError(f"MDS dataset {local} holds no samples (every shard is empty)")
     meta_path = local / META_FILENAME
     if not meta_path.exists():
-        return _read_foreign_info(local, index, num_samples)
+        return _read_foreign_info(local, index, num_samples, remote)
     meta = read_json(meta_path, str(meta_path))
     if not isinstance(meta, dict) or meta.get("format") != DATASET_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else None
@@ -114,6 +121,9 @@ def read_stream_info(local: str | Path) -> StreamInfo:
         isinstance(max_token_id, bool) or not isinstance(max_token_id, int)
     ):
         raise DataError(f"{meta_path}: field 'max_token_id' must be an integer")
+    packed = meta.get("packed", False)  # absent in datasets prepared before it was recorded
+    if not isinstance(packed, bool):
+        raise DataError(f"{meta_path}: field 'packed' must be true or false")
     if meta["num_samples"] != num_samples:
         raise DataError(
             f"{meta_path}: num_samples {meta['num_samples']} disagrees with index.json "
@@ -158,10 +168,13 @@ def read_stream_info(local: str | Path) -> StreamInfo:
         metrics=metrics,
         max_token_id=max_token_id,
         tokenizer_sha256=sha if isinstance(sha, str) else None,
+        packed=packed,
     )
 
 
-def _read_foreign_info(local: Path, index: dict[str, Any], num_samples: int) -> StreamInfo:
+def _read_foreign_info(
+    local: Path, index: dict[str, Any], num_samples: int, remote: str | None
+) -> StreamInfo:
     for i, shard in enumerate(index["shards"]):
         names = shard.get("column_names") or []
         encodings = shard.get("column_encodings") or []
@@ -172,7 +185,7 @@ def _read_foreign_info(local: Path, index: dict[str, Any], num_samples: int) -> 
             raise DataError(
                 f"MDS dataset {local}: column 'input_ids' must be an ndarray, got {encoding!r}"
             )
-    ds = open_stream(local)
+    ds = open_stream(local, remote)
     lengths = np.empty(num_samples, dtype=np.int64)
     low: int | None = None
     high: int | None = None

@@ -23,7 +23,7 @@ from curriculum_ds.errors import DataError
 if TYPE_CHECKING:
     from streaming import StreamingDataset
 
-__all__ = ["close_stream", "open_stream", "shared_memory_lock"]
+__all__ = ["close_stream", "drop_cached_shard", "open_stream", "shared_memory_lock"]
 
 SHARED_MEMORY_LOCK = Path(tempfile.gettempdir()) / "curriculum_ds_streaming_shm.lock"
 """The node-wide lock file that orders shared-memory registrations and releases (POSIX flock)."""
@@ -52,10 +52,10 @@ def shared_memory_lock(*, exclusive: bool) -> Iterator[None]:
         os.close(fd)  # drops the lock
 
 
-def open_stream(local: str | Path) -> StreamingDataset:
-    """Open a local MDS dataset for random access (``ds[i]["input_ids"]``).
+def open_stream(local: str | Path, remote: str | None = None) -> StreamingDataset:
+    """Open an MDS dataset for random access (``ds[i]["input_ids"]``).
 
-    Builds ``streaming.StreamingDataset(local=..., remote=None, batch_size=1, shuffle=False)``
+    Builds ``streaming.StreamingDataset(local=..., remote=..., batch_size=1, shuffle=False)``
     after :func:`curriculum_ds.distributed.ensure_local_world_size` (mosaicml-streaming derives
     node leadership from ``LOCAL_WORLD_SIZE``). Several datasets on the same folder may live in
     one process at once (each takes its own shared-memory prefix; with ``remote=None`` streaming
@@ -66,8 +66,16 @@ def open_stream(local: str | Path) -> StreamingDataset:
     streams in the same order; when it is not initialized and ``WORLD_SIZE > 1`` streaming would
     initialize it itself, so initialize it (DeepSpeed) before calling this.
 
+    With a ``remote``, ``local`` is its cache folder, which must already hold ``index.json``
+    (:func:`curriculum_ds.data.remote.sync_stream_metadata`): ``ds[i]`` downloads the sample's
+    shard on first use (one process per node; the node's others wait for it), checked against
+    the hash ``index.json`` records for it (``validate_hash``,
+    :func:`~curriculum_ds.data.remote.hash_algorithm`). streaming refuses a cache folder that
+    another live dataset with a remote uses.
+
     Args:
-        local: A local MDS dataset folder.
+        local: A local MDS dataset folder, or the cache folder of ``remote``.
+        remote: ``s3://...``, ``gs://...`` or a folder holding the shards; None: all local.
 
     Returns:
         The dataset; ``len(ds)`` is per rank, ``ds.num_samples`` is the global count, and
@@ -78,12 +86,20 @@ def open_stream(local: str | Path) -> StreamingDataset:
     """
     from streaming import StreamingDataset
 
+    from curriculum_ds.data.remote import hash_algorithm
+
     local = Path(local)
     ensure_local_world_size()
-    read_index(local)
+    index = read_index(local, require_shards=remote is None)
     before = {id(h) for h in _live_shared_memory()}
     try:
-        ds = StreamingDataset(local=str(local.resolve()), remote=None, batch_size=1, shuffle=False)
+        ds = StreamingDataset(
+            local=str(local.resolve()),
+            remote=remote,
+            batch_size=1,
+            shuffle=False,
+            validate_hash=hash_algorithm(index) if remote is not None else None,
+        )
     except (ValueError, RuntimeError, KeyError, OSError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise DataError(f"cannot open MDS dataset {local}: {first}") from err
@@ -154,3 +170,21 @@ def close_stream(ds: StreamingDataset) -> None:
     handles = _dataset_shared_memory(ds)
     with shared_memory_lock(exclusive=False):
         _release_shared_memory(handles)
+
+
+def drop_cached_shard(ds: StreamingDataset, sample_idx: int) -> None:
+    """Remove the cached files of the shard holding ``sample_idx`` (after a failed download).
+
+    mosaicml-streaming 0.13 leaves a downloaded shard that failed its hash check in the cache
+    folder under its final name; the next run would find it there and read it unchecked. Called
+    when reading a sample of a remote stream failed, so that the shard is downloaded again on the
+    next run. Best effort: never raises.
+    """
+    with contextlib.suppress(Exception):
+        shard_id, _ = ds.spanner[sample_idx]
+        stream = ds.streams[ds.stream_per_shard[shard_id]]
+        folder = Path(stream.local) / (stream.split or "")
+        for pair in ds.shards[shard_id].file_pairs:
+            for info in pair:
+                if info is not None:
+                    (folder / info.basename).unlink(missing_ok=True)

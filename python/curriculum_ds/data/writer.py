@@ -1,8 +1,11 @@
 """``prepare``: documents → tokenized mosaicml-streaming (MDS) shards with metric columns.
 
 The pipeline is ``read documents → tokenize (EOS appended) → split into samples of at most
-max_seq_len tokens → per-sample metrics → MDSWriter``, written to a temporary folder and renamed
-into place. The module is named ``writer`` rather than ``prepare`` so that the function
+max_seq_len tokens, or pack them into rows of exactly max_seq_len (:mod:`.packing`) → per-sample
+metrics → MDSWriter``, written to a temporary folder and renamed into place. Memory stays bounded
+by the shard size, a batch of documents and 24 bytes of metrics per row, whatever the input size.
+
+The module is named ``writer`` rather than ``prepare`` so that the function
 :func:`prepare`, re-exported by :mod:`curriculum_ds.data`, does not shadow it there
 (``import curriculum_ds.data.prepare as m`` would bind the function).
 """
@@ -14,8 +17,9 @@ import json
 import shutil
 import tempfile
 import zipfile
+from array import array
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,7 @@ from curriculum_ds.data.documents import (
 )
 from curriculum_ds.data.index import DATASET_FORMAT, META_FILENAME, METRICS_FILENAME
 from curriculum_ds.data.metrics import METRIC_COLUMNS, compression_ratio, token_entropy
+from curriculum_ds.data.packing import PaddingTally, pack_rows, split_document
 from curriculum_ds.data.tokenizers import load_tokenizer
 from curriculum_ds.errors import DataError
 
@@ -52,24 +57,6 @@ _MDS_COLUMNS = {
 _HF_ENCODE_BATCH = 256  # documents per tokenizers.encode_batch call (bounded memory).
 
 
-def split_document(ids: np.ndarray, max_seq_len: int, min_tokens: int) -> list[np.ndarray]:
-    """Cut one tokenized document into consecutive samples.
-
-    Args:
-        ids: The document's token ids (EOS included), shape ``(n,)``.
-        max_seq_len: Longest sample, in tokens (``>= 1``).
-        min_tokens: A trailing piece shorter than this is dropped.
-
-    Returns:
-        Views into ``ids``: all but the last have exactly ``max_seq_len`` tokens, and their
-        concatenation is ``ids`` minus at most ``min_tokens - 1`` trailing tokens. Deterministic.
-    """
-    pieces = [ids[start : start + max_seq_len] for start in range(0, ids.size, max_seq_len)]
-    if pieces and pieces[-1].size < min_tokens:
-        pieces.pop()
-    return pieces
-
-
 @dataclass(frozen=True)
 class PrepareSummary:
     """What :func:`prepare` wrote.
@@ -84,6 +71,11 @@ class PrepareSummary:
             unreadable).
         skipped_suffixes: Files skipped inside folders because their suffix names no format
             (without ``format``), by lower-case suffix (``""``: none).
+        packed: Whether the rows are packed (``pack=True``).
+        max_seq_len: The row length asked for, in tokens.
+        padding_unpacked: Share of token slots that would be padding with every document split
+            into its own rows, each padded to ``max_seq_len``; in ``[0, 1)``.
+        padding_packed: The same share with the documents packed (only the last row is short).
     """
 
     out: Path
@@ -93,6 +85,22 @@ class PrepareSummary:
     vocab_size: int
     num_skipped_files: int = 0
     skipped_suffixes: dict[str, int] = field(default_factory=dict)
+    packed: bool = False
+    max_seq_len: int = 0
+    padding_unpacked: float = 0.0
+    padding_packed: float = 0.0
+
+    def describe_padding(self) -> str:
+        """The padding fraction of both layouts at ``max_seq_len``, in one line.
+
+        E.g. ``"padding at max_seq_len 128 (rows padded to it): 38.2% unpacked, 0.1% packed;
+        written packed"``.
+        """
+        return (
+            f"padding at max_seq_len {self.max_seq_len} (rows padded to it): "
+            f"{self.padding_unpacked:.1%} unpacked, {self.padding_packed:.1%} packed; "
+            f"written {'packed' if self.packed else 'unpacked'}"
+        )
 
     def describe_skipped(self) -> str:
         """What folder walks skipped, in one line; ``""`` when nothing was."""
@@ -147,6 +155,7 @@ def prepare(
     size_limit: int | None = None,
     format: str | None = None,
     text_field: str = "text",
+    pack: bool = False,
     progress: bool = False,
 ) -> PrepareSummary:
     """Tokenize text into MDS shards with per-sample metric columns.
@@ -159,7 +168,14 @@ def prepare(
       document;
     * ``.json`` (``json``): one JSON array; each element is a document, a string or an object
       with a ``text_field`` string;
-    * any other suffix (``.parquet``, ``.csv``, ``.py``, ...) names no format: a named file is
+    * ``.parquet`` (``parquet``): each row's ``text_field`` column (string, or UTF-8 binary) is a
+      document, read one record batch at a time;
+    * a ``.gz``, ``.zst`` or ``.zstd`` suffix after one of the above (``d.jsonl.gz``): the file is
+      decompressed while read (gzip, zstd); JSONL is streamed line by line either way;
+    * a folder written by ``datasets``' ``Dataset.save_to_disk`` (named, or met in a folder):
+      each row's ``text_field`` is a document (``datasets.load_from_disk``, memory-mapped, read
+      in batches); a saved ``DatasetDict`` is refused (name one split's folder);
+    * any other suffix (``.csv``, ``.py``, ...) names no format: a named file is
       refused before anything is read or written (``format`` reads it anyway);
     * a folder: every file under it, recursively, sorted by relative path, hidden entries
       skipped, each read as above. Files whose suffix names no format are skipped and counted by
@@ -169,7 +185,12 @@ def prepare(
 
     Each non-empty document is tokenized (EOS appended when the tokenizer has one) and cut into
     consecutive samples of ``max_seq_len`` tokens; a trailing piece shorter than ``min_tokens`` is
-    dropped. Samples never span two documents. The MDS columns are ``input_ids``
+    dropped. Samples never span two documents. With ``pack``, the tokenized documents (each
+    ending with EOS) are concatenated in order and cut into rows of exactly ``max_seq_len``
+    tokens instead; only the last row may be shorter, no token is dropped (``min_tokens`` does
+    not apply) and a row may span several documents, whose EOS tokens separate them.
+
+    The MDS columns are ``input_ids``
     (``ndarray:int32``, shape ``(num_tokens,)``) and the metrics of
     :data:`~curriculum_ds.data.metrics.METRIC_COLUMNS` (see :mod:`curriculum_ds.data`).
     Everything is written to a temporary folder next to ``out`` and renamed at the end, so an
@@ -187,9 +208,12 @@ def prepare(
         max_seq_len: Tokens per sample at most, EOS included; ``>= 2``.
         min_tokens: Shortest sample kept, in tokens; in ``[1, max_seq_len]``.
         size_limit: MDS shard size limit in bytes (``None``: streaming's default, 64 MiB).
-        format: ``"text"``, ``"jsonl"`` or ``"json"`` for every input file, or ``None`` to
-            decide by suffix.
-        text_field: The field of a JSONL line's or JSON element's object that holds the text.
+        format: ``"text"``, ``"jsonl"``, ``"json"`` or ``"parquet"`` for every input file, or
+            ``None`` to decide by suffix.
+        text_field: The field of a JSONL line's or JSON element's object, or the column of a
+            Parquet file or saved dataset, that holds the text.
+        pack: Pack documents into full rows (above); recorded as ``"packed": true`` in
+            ``curriculum_meta.json``. Needs a tokenizer with an EOS token.
         progress: Show a progress bar (documents) on stderr, from the first batch of documents
             read: a refused input (missing, unknown format, empty, bad first file) draws none.
 
@@ -200,9 +224,11 @@ def prepare(
         DataError: no inputs, a missing/unreadable/non-UTF-8 named file (``path:line``), a named
             file whose suffix names no format, a JSONL line that is not an object with a string
             ``text_field`` or whose text holds a lone surrogate (``path:line``), a JSON file that
-            is not an array of such documents (``path`` or ``path[index]``), a bad argument, a
-            non-empty ``out``, an ``out`` inside an input folder, or inputs that yield no sample.
-            Nothing is written under ``out``.
+            is not an array of such documents (``path`` or ``path[index]``), a Parquet or saved
+            dataset row that is null or not UTF-8 or a column that is missing or not text
+            (``path[row]``, 0-based, or ``path``), corrupt gzip/zstd data, a bad argument, a
+            non-empty ``out``, an ``out`` inside an input folder, ``pack`` with a tokenizer that
+            has no EOS, or inputs that yield no sample. Nothing is written under ``out``.
     """
     from streaming import MDSWriter
     from tqdm import tqdm
@@ -227,6 +253,11 @@ def prepare(
     _check_out_not_in_inputs(out, paths)
     _check_out(out)
     tok = load_tokenizer(tokenizer)
+    if pack and tok.eos_id is None:
+        raise DataError(
+            f"--pack needs a tokenizer with an end-of-document token to separate the packed "
+            f"documents; {tok.describe()} has none"
+        )
 
     created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]  # deepest first
     try:
@@ -236,10 +267,10 @@ def prepare(
         _remove_empty_folders(created)
         raise DataError(f"cannot create the output folder {out}: {err.strerror or err}") from None
     try:
-        num_documents = 0
-        lengths: list[int] = []
-        entropies: list[float] = []
-        ratios: list[float] = []
+        tally = PaddingTally(max_seq_len, min_tokens)
+        lengths = array("q")  # per row: 8 bytes each, the only per-row state kept
+        entropies = array("d")
+        ratios = array("d")
         max_token_id = -1
         writer_kwargs: dict[str, Any] = {
             "progress_bar": False,
@@ -254,31 +285,43 @@ def prepare(
             writer = stack.enter_context(
                 MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs)
             )
-            for batch in docs:
-                if bar is None:  # drawn once documents were read: a refused input draws none
-                    bar = stack.enter_context(
-                        tqdm(desc="prepare", unit="doc", disable=not progress, leave=False)
-                    )
-                for ids in tok.encode_documents(batch):
-                    num_documents += 1
-                    for piece in split_document(ids, max_seq_len, min_tokens):
-                        entropy = token_entropy(piece)
-                        ratio = compression_ratio(
-                            piece, eos_id=tok.eos_id, pack_dtype=tok.pack_dtype
+
+            def encoded() -> Iterator[np.ndarray]:
+                nonlocal bar
+                for batch in docs:
+                    if bar is None:  # drawn once documents were read: a refused input draws none
+                        bar = stack.enter_context(
+                            tqdm(desc="prepare", unit="doc", disable=not progress, leave=False)
                         )
-                        writer.write(
-                            {
-                                "input_ids": piece,
-                                "num_tokens": int(piece.size),
-                                "token_entropy": entropy,
-                                "compression_ratio": ratio,
-                            }
-                        )
-                        lengths.append(int(piece.size))
-                        max_token_id = max(max_token_id, int(piece.max()))
-                        entropies.append(entropy)
-                        ratios.append(ratio)
-                bar.update(len(batch))
+                    for ids in tok.encode_documents(batch):
+                        tally.add(int(ids.size))
+                        yield ids
+                    bar.update(len(batch))
+
+            if pack:
+                rows = pack_rows(encoded(), max_seq_len)
+            else:
+                rows = (
+                    piece
+                    for ids in encoded()
+                    for piece in split_document(ids, max_seq_len, min_tokens)
+                )
+            for piece in rows:
+                entropy = token_entropy(piece)
+                ratio = compression_ratio(piece, eos_id=tok.eos_id, pack_dtype=tok.pack_dtype)
+                writer.write(
+                    {
+                        "input_ids": piece,
+                        "num_tokens": int(piece.size),
+                        "token_entropy": entropy,
+                        "compression_ratio": ratio,
+                    }
+                )
+                lengths.append(int(piece.size))
+                max_token_id = max(max_token_id, int(piece.max()))
+                entropies.append(entropy)
+                ratios.append(ratio)
+        num_documents = tally.num_documents
         if num_documents == 0:
             shown = ", ".join(str(p) for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
             skipped = describe_skipped(stats)
@@ -306,7 +349,8 @@ def prepare(
             "eos_id": tok.eos_id,
             "tokenizer": tok.describe(),
             "max_seq_len": max_seq_len,
-            "min_tokens": min_tokens,
+            "min_tokens": 1 if pack else min_tokens,
+            "packed": pack,
             "num_documents": num_documents,
             "num_samples": len(lengths),
             "num_tokens": num_tokens,
@@ -331,4 +375,8 @@ def prepare(
         vocab_size=tok.vocab_size,
         num_skipped_files=stats.num_skipped_files,
         skipped_suffixes=dict(sorted(stats.skipped_suffixes.items())),
+        packed=pack,
+        max_seq_len=max_seq_len,
+        padding_unpacked=tally.unpacked,
+        padding_packed=tally.packed,
     )

@@ -1,4 +1,5 @@
-"""prepare reads the formats it knows (.txt, .md, .jsonl, .json arrays) and refuses the rest.
+"""prepare reads the formats it knows (.txt, .md, .jsonl, .json arrays, .parquet, saved datasets,
+.gz/.zst compressed) and refuses the rest.
 
 A named file of another suffix is one line naming it and the accepted formats, before anything
 is written; ``--format`` reads it anyway; inside folders such files are skipped and counted. A
@@ -21,7 +22,8 @@ from curriculum_ds.errors import DataError
 
 DOCS = ["first document", "second — with ünïcode\u2028and seps\r\n", "x" * 40, "", "last"]
 ACCEPTED = (
-    r"\.txt and \.md \(plain text\), \.jsonl \(JSON lines\), \.json \(an array of documents\)"
+    r"\.txt and \.md \(plain text\), \.jsonl \(JSON lines\), \.json \(an array of documents\), "
+    r"\.parquet, saved HF datasets folders; \.gz/\.zst compressed"
 )
 
 
@@ -59,15 +61,17 @@ def test_text_field_for_json_and_jsonl(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.parametrize("name", ["data.parquet", "tokens.bin", "table.csv", "README", "a.rst"])
+@pytest.mark.parametrize(
+    "name", ["data.parquet.gz", "tokens.bin", "table.csv", "README", "a.rst", "notes.csv.zst"]
+)
 def test_unknown_suffix_is_one_line_and_writes_nothing(tmp_path: Path, name: str) -> None:
     src = write(tmp_path / "in" / name, b"PAR1\x00\x15binary" if "." in name else "plain words")
     before = set(names(tmp_path))
     line = one_error_line(_invoke(src, "--out", tmp_path / "ds"))
-    suffix = src.suffix.lower()
+    suffix = "".join(src.suffixes[-2:]) if src.suffix in (".gz", ".zst") else src.suffix
     kind = f"suffix '{suffix}'" if suffix else "no suffix"
     assert line.startswith(f"Error: {src}: unknown input format ({kind}); prepare reads ")
-    assert line.endswith("name its format with --format text, jsonl or json")
+    assert line.endswith("name its format with --format text, jsonl, json or parquet")
     with pytest.raises(
         DataError, match=rf"^{src}: unknown input format .*; prepare reads {ACCEPTED}"
     ):
@@ -98,22 +102,22 @@ def test_folder_skips_other_suffixes_and_says_so(tmp_path: Path) -> None:
     root = tmp_path / "corpus"
     write(root / "a.md", "alpha")
     write(root / "sub" / "b.json", json.dumps(["beta"]))
-    write(root / "sub" / "c.parquet", b"PAR1\x00")
-    write(root / "sub" / "d.parquet", b"PAR1\x00")
+    write(root / "sub" / "c.csv", b"a,b\x00")
+    write(root / "sub" / "d.csv", b"a,b\x00")
     write(root / "LICENSE", "MIT")
     result = _invoke(root, "--out", tmp_path / "ds")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == (
-        "skipped in folders: 3 files with other suffixes ((no suffix) 1, .parquet 2) "
+        "skipped in folders: 3 files with other suffixes ((no suffix) 1, .csv 2) "
         "(--format reads other suffixes)"
     )
     assert _decoded(tmp_path / "ds") == ["alpha", "beta"]
     # a folder of nothing readable: one line saying what was skipped
-    only = tmp_path / "parquet_only"
-    write(only / "part-0.parquet", b"PAR1\x00")
+    only = tmp_path / "csv_only"
+    write(only / "part-0.csv", b"a,b\x00")
     line = one_error_line(_invoke(only, "--out", tmp_path / "none"))
     assert line.startswith(f"Error: no documents found in inputs: {only} (skipped 1 file with ")
-    assert "(.parquet 1); reads .txt and .md (plain text)" in line
+    assert "(.csv 1); reads .txt and .md (plain text)" in line
     assert not (tmp_path / "none").exists()
 
 

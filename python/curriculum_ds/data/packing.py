@@ -1,0 +1,127 @@
+"""Rows for :func:`curriculum_ds.data.prepare`: documents split one by one, or packed together.
+
+* Unpacked (the default): each document is cut into consecutive samples of at most
+  ``max_seq_len`` tokens (:func:`split_document`); samples never span two documents, so short
+  documents leave most of a row as padding once batched.
+* Packed (``prepare --pack``): the documents, each ending with its EOS, are concatenated into one
+  token stream cut into rows of exactly ``max_seq_len`` tokens (:func:`pack_rows`); only the last
+  row of the dataset may be shorter. No token is lost or duplicated. This is llm-foundry's
+  ``concat_tokens`` conversion (``ConcatTokensDataset``), without its BOS and with the trailing
+  partial row kept.
+
+:class:`PaddingTally` counts, while the documents stream by, the padding fraction both layouts
+would have: the share of token slots that are padding when every row is padded to
+``max_seq_len`` (fixed-shape batches; the trainer's collator pads a micro-batch only to its
+longest row, so it wastes at most this share).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["PaddingTally", "pack_rows", "padding_fraction", "split_document"]
+
+
+def split_document(ids: np.ndarray, max_seq_len: int, min_tokens: int) -> list[np.ndarray]:
+    """Cut one tokenized document into consecutive samples.
+
+    Args:
+        ids: The document's token ids (EOS included), shape ``(n,)``.
+        max_seq_len: Longest sample, in tokens (``>= 1``).
+        min_tokens: A trailing piece shorter than this is dropped.
+
+    Returns:
+        Views into ``ids``: all but the last have exactly ``max_seq_len`` tokens, and their
+        concatenation is ``ids`` minus at most ``min_tokens - 1`` trailing tokens. Deterministic.
+    """
+    pieces = [ids[start : start + max_seq_len] for start in range(0, ids.size, max_seq_len)]
+    if pieces and pieces[-1].size < min_tokens:
+        pieces.pop()
+    return pieces
+
+
+def pack_rows(docs: Iterable[np.ndarray], row_len: int) -> Iterator[np.ndarray]:
+    """Concatenate token arrays in order and cut the stream into rows of ``row_len`` tokens.
+
+    Holds at most one row plus one document in memory.
+
+    Args:
+        docs: Token id arrays, shape ``(n,)`` each, one dtype; each should end with its EOS.
+        row_len: Tokens per row, ``>= 1``.
+
+    Yields:
+        Arrays of exactly ``row_len`` tokens, then a last one of ``1 .. row_len`` tokens when the
+        total is not a multiple of ``row_len``. Their concatenation equals the concatenation of
+        ``docs``. Deterministic.
+    """
+    pending: list[np.ndarray] = []
+    num_pending = 0
+    for ids in docs:
+        if ids.size == 0:
+            continue
+        pending.append(ids)
+        num_pending += ids.size
+        if num_pending < row_len:
+            continue
+        flat = np.concatenate(pending) if len(pending) > 1 else pending[0]
+        num_full = flat.size // row_len * row_len
+        for start in range(0, num_full, row_len):
+            yield flat[start : start + row_len]
+        rest = flat[num_full:]
+        pending = [rest] if rest.size else []
+        num_pending = int(rest.size)
+    if num_pending:
+        yield np.concatenate(pending) if len(pending) > 1 else pending[0]
+
+
+def padding_fraction(num_tokens: int, num_rows: int, row_len: int) -> float:
+    """Share of the ``num_rows * row_len`` token slots that hold no token, in ``[0, 1)``.
+
+    ``0.0`` when there are no rows.
+    """
+    slots = num_rows * row_len
+    return 1.0 - num_tokens / slots if slots else 0.0
+
+
+@dataclass
+class PaddingTally:
+    """Running counts for the padding fraction of both layouts at one ``max_seq_len``.
+
+    Attributes:
+        max_seq_len: The row length, in tokens.
+        min_tokens: The unpacked layout's shortest kept piece, in tokens.
+        num_documents: Documents counted so far.
+        num_tokens: Tokens of all documents so far (EOS included).
+        unpacked_rows / unpacked_tokens: Rows and tokens the unpacked layout has so far (a
+            trailing piece shorter than ``min_tokens`` is dropped there).
+    """
+
+    max_seq_len: int
+    min_tokens: int
+    num_documents: int = 0
+    num_tokens: int = 0
+    unpacked_rows: int = 0
+    unpacked_tokens: int = 0
+
+    def add(self, num_tokens: int) -> None:
+        """Count one document of ``num_tokens`` tokens (EOS included)."""
+        self.num_documents += 1
+        self.num_tokens += num_tokens
+        full, rest = divmod(num_tokens, self.max_seq_len)
+        kept = rest if rest >= self.min_tokens else 0
+        self.unpacked_rows += full + (1 if kept else 0)
+        self.unpacked_tokens += full * self.max_seq_len + kept
+
+    @property
+    def unpacked(self) -> float:
+        """Padding fraction of the unpacked layout, rows padded to ``max_seq_len``."""
+        return padding_fraction(self.unpacked_tokens, self.unpacked_rows, self.max_seq_len)
+
+    @property
+    def packed(self) -> float:
+        """Padding fraction of the packed layout (only its last row can be short)."""
+        rows = -(-self.num_tokens // self.max_seq_len)
+        return padding_fraction(self.num_tokens, rows, self.max_seq_len)
