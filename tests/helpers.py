@@ -99,20 +99,27 @@ def launch(
     return run_launched(cmd, cwd=ds_config.parent, timeout=timeout, check=check)
 
 
+def ranks_env() -> dict[str, str]:
+    """The environment of the tests' launchers and ranks: ``launcher_env(cuda=False)`` (CUDA/NCCL
+    ranks when ``CURRICULUM_DS_TEST_CUDA=1``) with the repo's ``python/`` and
+    ``tests/integration/`` (the tests' own scripts) on PYTHONPATH."""
+    env = launcher_env(cuda=os.environ.get("CURRICULUM_DS_TEST_CUDA") == "1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
+    )
+    return env
+
+
 def run_launched(
     cmd: list[str], *, cwd: Path, timeout: int = 600, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """Run a launcher (or plain python) command of the tests on CPU ranks (gloo).
 
-    The environment is the product's ``launcher_env(cuda=False)`` (``cuda=True`` when
-    ``CURRICULUM_DS_TEST_CUDA=1``: CUDA/NCCL ranks, as bench/gpu_check.sh runs the exactness tests)
-    with the repo's ``python/`` and ``tests/integration/`` (the tests' own scripts) on PYTHONPATH.
-    Raises AssertionError with the output tails when ``check`` and the command fails.
+    The environment is :func:`ranks_env` (``CURRICULUM_DS_TEST_CUDA=1``: CUDA/NCCL ranks, as
+    bench/gpu_check.sh runs the exactness tests). Raises AssertionError with the output tails when
+    ``check`` and the command fails.
     """
-    env = launcher_env(cuda=os.environ.get("CURRICULUM_DS_TEST_CUDA") == "1")
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
-    )
+    env = ranks_env()
     for _ in range(2):
         proc = subprocess.run(
             cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd

@@ -17,25 +17,23 @@ taker would be refused: flock conflicts across processes on one filesystem) and 
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from helpers import (
-    INTEGRATION,
-    REPO,
     launch,
     make_dataset,
     metrics,
     ragged_docs,
+    ranks_env,
     trace,
     write_ds_config,
 )
 
 from curriculum_ds.distributed import RUN_DIR_LOCK_NAME
-from curriculum_ds.launch import free_port, launcher_env
+from curriculum_ds.launch import free_port
 
 pytestmark = pytest.mark.distributed
 
@@ -53,10 +51,7 @@ def _two_nodes(cfg: Path, run_dir: Path, tmp: Path, cache: Path, *extra: str) ->
     for node in range(NODES):
         node_tmp = tmp / f"node{node}_tmp"
         node_tmp.mkdir(parents=True, exist_ok=True)
-        env = launcher_env(cuda=False)
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
-        )
+        env = ranks_env()
         env["TMPDIR"] = str(node_tmp)  # the node's own /tmp
         env["CACHE"] = str(cache)
         env["NODE_CACHE"] = str(_node_cache(cache, node))
