@@ -40,7 +40,16 @@ machine (``OMP_NUM_THREADS=1``), and two threads fighting other jobs time spin-w
 cProfiles ``--profile-steps`` steps of each loop and shows, per plugin loop, the curriculum_ds
 functions by cumulative time and the functions whose own time differs most from the bare loop's.
 
-Example: ``python bench/bench_plugin_overhead.py --profile`` (about 4 minutes on 2 CPU cores).
+``--streams`` measures issue 11's per-stream accounting and monitors instead, against a 1%
+target: two plugin loops (dynamic off) over a phase of two streams (0.5/0.5, the same kind of
+data), side by side as above: ``plugin, accounting off`` (the step's token-loss total alone, as
+before per-stream accounting: ``StreamAccounting`` replaced by a total-only stand-in during that
+loop's blocks, no monitor) and ``plugin, accounting + monitors`` (per-stream samples, tokens and
+losses in every metrics row, and DeepSpeed's ``tensorboard`` and ``csv_monitor`` enabled, so each
+step also writes the ``curriculum/...`` events and DeepSpeed's own ``Train/Samples/lr``).
+
+Example: ``python bench/bench_plugin_overhead.py --profile`` (about 4 minutes on 2 CPU cores);
+``python bench/bench_plugin_overhead.py --streams``.
 """
 
 from __future__ import annotations
@@ -69,17 +78,20 @@ N_POSITIONS = 256
 """The demo model's positions (the longest ``max_seq_len`` of the demo's schedule)."""
 VARIANTS = ("bare", "plugin, dynamic off", "plugin, dynamic on")
 TARGETS = {"plugin, dynamic off": 1.03, "plugin, dynamic on": 1.05}
+STREAM_VARIANTS = ("plugin, accounting off", "plugin, accounting + monitors")
+"""``--streams``: the reference loop first, as ``bare`` is in the default mode."""
+STREAM_TARGETS = {"plugin, accounting + monitors": 1.01}
 
 
 # ---------------------------------------------------------------------------------- data
-def build_data(out: Path, *, num_docs: int = 2048) -> Path:
+def build_data(out: Path, *, num_docs: int = 2048, name: str = "fixed128", seed: int = 0) -> Path:
     """An MDS stream of ``num_docs`` English-like documents of 130-255 bytes (reused if there)."""
     from curriculum_ds.data import prepare
 
-    target = out / "fixed128"
+    target = out / name
     if (target / "curriculum_meta.json").is_file():
         return target
-    rng = random.Random(0)
+    rng = random.Random(seed)
     words = (
         "the model reads data in phases and every token of a step weighs the same curriculum "
         "learning starts easy and ends hard while ranks agree on each global batch"
@@ -91,10 +103,15 @@ def build_data(out: Path, *, num_docs: int = 2048) -> Path:
         while len(text) < n:
             text += rng.choice(words) + " "
         lines.append(json.dumps({"text": text[:n]}) + "\n")
-    src = out / "fixed128.jsonl"
+    src = out / f"{name}.jsonl"
     src.write_text("".join(lines))
     prepare([src], target, max_seq_len=N_POSITIONS)
     return target
+
+
+def second_stream(data: Path) -> Path:
+    """``--streams``: the phase's second stream, beside ``data``."""
+    return data.parent / "fixed128b"
 
 
 def ds_config(data: Path, *, dynamic: bool) -> dict[str, Any]:
@@ -204,6 +221,73 @@ def build_loops(data: Path, *, num_distinct: int) -> dict[str, Any]:
     return {name: loops[name] for name in VARIANTS}
 
 
+class TotalOnlyAccounting:
+    """``--streams``' accounting off: the step's token-loss total alone, no per-stream rows.
+
+    What ``Step`` summed before per-stream accounting (one loss sum and one count per rank in the
+    statistics all-reduce); stands in for ``curriculum_ds.plugin.streams.StreamAccounting``.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def local_sums(self, loss_sums: Any, num_valid: Any) -> Any:
+        import torch
+
+        return torch.stack([loss_sums.sum(), num_valid.sum()])
+
+    def loss_sum(self, global_sums: Any) -> float:
+        return float(global_sums[0])
+
+    def records(self, global_sums: Any) -> dict[str, Any]:
+        return {}
+
+
+class AccountingOffLoop(PluginLoop):
+    """The plugin loop with :class:`TotalOnlyAccounting` in place during its own blocks."""
+
+    def run(self, num_steps: int) -> None:
+        import curriculum_ds.plugin.step as step_module
+
+        real = step_module.StreamAccounting
+        step_module.StreamAccounting = TotalOnlyAccounting  # type: ignore[assignment,misc]
+        try:
+            super().run(num_steps)
+        finally:
+            step_module.StreamAccounting = real  # type: ignore[misc]
+
+
+def build_stream_loops(data: Path, *, monitor_dir: Path) -> dict[str, Any]:
+    """``--streams``: accounting off, and accounting + TensorBoard + CSV monitors on."""
+    import torch
+
+    import curriculum_ds as cds
+    from curriculum_ds.plugin import load_run_config
+    from curriculum_ds.train import build_model
+
+    config = ds_config(data, dynamic=False)
+    (phase,) = config["curriculum"]["schedule"]
+    phase["train_loader"]["streams"] = [
+        {"local": str(data), "proportion": 0.5},
+        {"local": str(second_stream(data)), "proportion": 0.5},
+    ]
+    monitors = {
+        key: {"enabled": True, "output_path": str(monitor_dir), "job_name": key}
+        for key in ("tensorboard", "csv_monitor")
+    }
+    loops: dict[str, Any] = {}
+    for name, loop_class, extra in (
+        (STREAM_VARIANTS[0], AccountingOffLoop, {}),
+        (STREAM_VARIANTS[1], PluginLoop, monitors),
+    ):
+        run = load_run_config({**config, **extra})
+        torch.manual_seed(run.curriculum.seed)
+        model = build_model(None, run.curriculum, N_POSITIONS)
+        engine, curriculum = cds.initialize(model=model, config=run)
+        loops[name] = loop_class(engine, curriculum)
+    return loops
+
+
 # ------------------------------------------------------------------------------ measuring
 def measure(
     loops: dict[str, Any], *, steps: int, block: int, warmup: int
@@ -237,26 +321,31 @@ def measure(
     return times
 
 
-def summarize(times: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
-    """Per loop and clock: median ms/step, quartiles, and the ratio to the bare loop.
+def summarize(
+    times: dict[str, dict[str, list[float]]],
+    variants: tuple[str, ...] = VARIANTS,
+    targets: dict[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """Per loop and clock: median ms/step, quartiles, and the ratio to the first (bare) loop.
 
     ``ratio``: the median over rounds of (this loop's block / the bare loop's block of the same
     round); ``ratio_of_medians``: median / median.
     """
+    targets = TARGETS if targets is None else targets
     rows = []
-    for name in VARIANTS:
+    for name in variants:
         row: dict[str, Any] = {"loop": name, "blocks": len(times["wall"][name])}
         for clock, per_loop in times.items():
-            ms, bare = per_loop[name], per_loop[VARIANTS[0]]
+            ms, bare = per_loop[name], per_loop[variants[0]]
             quartiles = statistics.quantiles(ms, n=4) if len(ms) > 1 else [ms[0]] * 3
             row[clock] = {"median_ms": statistics.median(ms), "q1_ms": quartiles[0]}
             row[clock]["q3_ms"] = quartiles[2]
-            if name != VARIANTS[0] and clock in ("wall", "cpu"):
+            if name != variants[0] and clock in ("wall", "cpu"):
                 paired = [p / b for p, b in zip(ms, bare, strict=True)]
                 row[clock]["ratio"] = statistics.median(paired)
                 row[clock]["ratio_of_medians"] = statistics.median(ms) / statistics.median(bare)
-        if name in TARGETS:
-            row["target"] = TARGETS[name]
+        if name in targets:
+            row["target"] = targets[name]
         rows.append(row)
     return rows
 
@@ -284,7 +373,9 @@ def _where(key: tuple[str, int, str]) -> str:
     return f"{func} ({short}:{line})" if line else func
 
 
-def profile_report(profiles: dict[str, Profile], *, steps: int, top: int = 15) -> str:
+def profile_report(
+    profiles: dict[str, Profile], *, steps: int, top: int = 15, variants: tuple[str, ...] = VARIANTS
+) -> str:
     """Where the plugin's extra time goes, per optimizer step, against the bare loop.
 
     For each plugin loop: the curriculum_ds functions by cumulative time (what the API itself
@@ -292,9 +383,9 @@ def profile_report(profiles: dict[str, Profile], *, steps: int, top: int = 15) -
     the bare loop's (a positive difference is time the plugin loop spends and the bare one does
     not; forward/backward kernels differ by noise of a few percent).
     """
-    bare = profiles[VARIANTS[0]]
+    bare = profiles[variants[0]]
     lines = [f"cProfile, {steps} steps per loop (ms per optimizer step; profiling inflates them)"]
-    for name in VARIANTS[1:]:
+    for name in variants[1:]:
         prof = profiles[name]
         lines += ["", f"--- {name}: curriculum_ds functions by cumulative time"]
         lines.append(f"{'cum ms':>9}{'own ms':>9}{'calls':>8}  function")
@@ -314,7 +405,11 @@ def profile_report(profiles: dict[str, Profile], *, steps: int, top: int = 15) -
     return "\n".join(lines)
 
 
-def report(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
+def report(
+    rows: list[dict[str, Any]], header: dict[str, Any], *, label: str = "plugin/bare"
+) -> str:
+    reference = rows[0]["loop"]
+    width = max(21, *(len(r["loop"]) + 1 for r in rows))
     lines = [
         f"command: {header['command']}",
         f"{header['world_size']} rank(s), {header['threads']} torch thread(s) each, "
@@ -322,8 +417,8 @@ def report(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
         f"{header['rounds']} rounds of {header['block']}-step blocks per loop after "
         f"{header['warmup']} warm-up steps; medians over blocks, ratio = median over rounds",
         "",
-        f"{'loop':<21}{'wall ms/step':>13}{'IQR':>15}{'plugin/bare':>12}"
-        f"{'CPU ms/step':>13}{'plugin/bare':>12}{'target':>8}{'draw ms':>9}{'finish ms':>10}",
+        f"{'loop':<{width}}{'wall ms/step':>13}{'IQR':>15}{label:>12}"
+        f"{'CPU ms/step':>13}{label:>12}{'target':>8}{'draw ms':>9}{'finish ms':>10}",
     ]
     for r in rows:
         w, c = r["wall"], r["cpu"]
@@ -334,7 +429,7 @@ def report(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
         draw = f"{r['draw']['median_ms']:.3f}" if "target" in r else ""
         finish = f"{r['finish']['median_ms']:.3f}" if "target" in r else ""
         lines.append(
-            f"{r['loop']:<21}{w['median_ms']:>13.2f}{iqr:>15}{wall_ratio:>12}"
+            f"{r['loop']:<{width}}{w['median_ms']:>13.2f}{iqr:>15}{wall_ratio:>12}"
             f"{c['median_ms']:>13.2f}{cpu_ratio:>12}{target:>8}{draw:>9}{finish:>10}"
         )
     verdicts = []
@@ -342,14 +437,25 @@ def report(rows: list[dict[str, Any]], header: dict[str, Any]) -> str:
         if "target" in r:
             worst = max(r["wall"]["ratio"], r["cpu"]["ratio"])
             api_ms = r["draw"]["median_ms"] + r["finish"]["median_ms"]
+            if rows[0]["finish"]["median_ms"] > 0:  # against a plugin loop: the API's difference
+                draw = r["draw"]["median_ms"] - rows[0]["draw"]["median_ms"]
+                finish = r["finish"]["median_ms"] - rows[0]["finish"]["median_ms"]
+                api = (
+                    f"draw {draw:+.2f} ms, finish {finish:+.2f} ms = "
+                    f"{100 * finish / rows[0]['cpu']['median_ms']:+.1f}% of {reference}'s CPU step"
+                )
+            else:
+                api = (
+                    f"draw + finish {api_ms:.2f} ms = "
+                    f"{100 * api_ms / rows[0]['wall']['median_ms']:.1f}% of {reference}"
+                )
             verdicts.append(
                 f"{r['loop']} {r['wall']['ratio']:.3f} wall / {r['cpu']['ratio']:.3f} CPU "
-                f"({'ok' if worst <= r['target'] else 'OVER'} ≤{r['target']:.2f}; draw + finish "
-                f"{api_ms:.2f} ms = {100 * api_ms / rows[0]['wall']['median_ms']:.1f}% of bare)"
+                f"({'ok' if worst <= r['target'] else 'OVER'} ≤{r['target']:.2f}; {api})"
             )
     lines += [
         "",
-        "SUMMARY plugin/bare step time: " + "; ".join(verdicts) + f"  [{header['command']}]",
+        f"SUMMARY {label} step time: " + "; ".join(verdicts) + f"  [{header['command']}]",
     ]
     return "\n".join(lines)
 
@@ -381,6 +487,11 @@ def parse_args() -> argparse.Namespace:
         type=int,
         default=1,
         help="torch threads per rank (default 1: what each of the demo's 2 CPU ranks gets)",
+    )
+    parser.add_argument(
+        "--streams",
+        action="store_true",
+        help="per-stream accounting + monitors on vs off (issue 11) instead of plugin vs bare",
     )
     parser.add_argument("--out", type=Path, default=None, help="work folder (data reused there)")
     parser.add_argument(
@@ -436,6 +547,8 @@ def main() -> int:
             out = args.out.resolve()
             out.mkdir(parents=True, exist_ok=True)
         data = build_data(out)
+        if args.streams:
+            build_data(out, name=second_stream(data).name, seed=1)
         if args.num_gpus > 1:
             code = launch_ranks(args, data, command)
             if tmp is not None:
@@ -451,33 +564,39 @@ def main() -> int:
     import torch.distributed as dist
 
     torch.set_num_threads(args.threads)
-    loops = build_loops(data, num_distinct=16)
+    if args.streams:
+        variants, targets, label = STREAM_VARIANTS, STREAM_TARGETS, "on/off"
+        monitor_dir = Path(tempfile.mkdtemp(prefix="bench_monitors_", dir=data.parent))
+        loops = build_stream_loops(data, monitor_dir=monitor_dir)
+    else:
+        variants, targets, label = VARIANTS, TARGETS, "plugin/bare"
+        loops = build_loops(data, num_distinct=16)
     times = measure(loops, steps=args.steps, block=args.block, warmup=args.warmup)
     profile = None
     if args.profile:
         profiles = {
             name: profile_loop(loop, steps=args.profile_steps) for name, loop in loops.items()
         }
-        profile = profile_report(profiles, steps=args.profile_steps)
+        profile = profile_report(profiles, steps=args.profile_steps, variants=variants)
     for loop in loops.values():
         if isinstance(loop, PluginLoop):
             loop.curriculum.close()
     if dist.get_rank() == 0:
-        run = loops[VARIANTS[1]].curriculum
+        run = loops[variants[1]].curriculum
         header = {
             "command": command,
             "world_size": dist.get_world_size(),
             "threads": torch.get_num_threads(),
             "micro_batch_size": run.micro_batch_size,
             "gas": run.gradient_accumulation_steps,
-            "rounds": len(times["wall"][VARIANTS[0]]),
+            "rounds": len(times["wall"][variants[0]]),
             "block": args.block,
             "warmup": args.warmup,
         }
-        rows = summarize(times)
+        rows = summarize(times, variants, targets)
         if args.json is not None:
             args.json.write_text(json.dumps({**header, "rows": rows, "block_ms": times}, indent=2))
-        print(report(rows, header))
+        print(report(rows, header, label=label))
         if profile is not None:
             print("\n" + profile)
     if tmp is not None:

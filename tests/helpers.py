@@ -16,7 +16,9 @@ from curriculum_ds.runlog import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 INTEGRATION = Path(__file__).resolve().parent / "integration"
-FAULT_FLAGS = frozenset({"--kill-after-step", "--kill-during-save", "--dump-state"})
+FAULT_FLAGS = frozenset(
+    {"--kill-after-step", "--kill-during-save", "--dump-state", "--dump-sample-losses"}
+)
 """Flags of tests/integration/faulty_train.py: the reference loop with fault injection and a
 state dump."""
 _SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")

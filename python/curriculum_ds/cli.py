@@ -1,4 +1,4 @@
-"""The ``curriculum-ds`` command line: prepare, validate, launch, demo, curve, bench, export.
+"""The ``curriculum-ds`` command line: prepare, validate, launch, demo, curve, report, bench, ...
 
 Thin by design: each command parses options and calls one plain function. A
 :class:`~curriculum_ds.errors.CurriculumError` becomes one clean line on stderr and exit code 1,
@@ -275,6 +275,27 @@ def curve(run_dir: Path, png: Path | None) -> None:
     c = load_curve(run_dir)
     click.echo(render_table(c))
     click.echo(f"plot: {render_png(c, png or run_dir / 'curriculum_curve.png')}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--png",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="write the picture here (default: RUN_DIR/report.png)",
+)
+def report(run_dir: Path, png: Path | None) -> None:
+    """Plot a run's losses, token shares, lr and bucket probabilities; print a phase summary.
+
+    One PNG with phases shaded: train and eval loss per stream, realised token share per stream,
+    lr, and the bucket probabilities of dynamic re-weighting.
+    """
+    from curriculum_ds.report import load_report, render_report, summary
+
+    r = load_report(run_dir)
+    click.echo(summary(r))
+    click.echo(f"picture: {render_report(r, png or run_dir / 'report.png')}")
 
 
 @main.command()

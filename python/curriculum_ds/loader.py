@@ -215,7 +215,24 @@ class PhaseLoader:
 
     def batch_tokens(self, batch: npt.NDArray[np.int64]) -> int:
         """Non-padding input tokens of a global batch (after truncation to ``max_seq_len``)."""
-        return int(sum(self.num_tokens[s][i] for s, i in batch))
+        return int(self.stream_tokens(batch).sum())
+
+    def stream_tokens(self, batch: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Non-padding input tokens of a global batch per stream of the phase.
+
+        Args:
+            batch: int64 ``(n, 2)`` of ``(stream_idx, sample_idx)``, as drawn.
+
+        Returns:
+            int64 ``(num_streams,)``: stream s's tokens (after truncation to ``max_seq_len``);
+            0 for a stream without samples in the batch. Sums to :meth:`batch_tokens`.
+        """
+        out = np.zeros(len(self.num_tokens), dtype=np.int64)
+        for stream, tokens in enumerate(self.num_tokens):
+            rows = batch[batch[:, 0] == stream, 1]
+            if len(rows):
+                out[stream] = int(tokens[rows].sum())
+        return out
 
     def epochs_done(self) -> float:
         """Passes over the datamix so far in this phase (``num_samples / samples_per_pass``)."""

@@ -33,7 +33,12 @@ from curriculum_ds.config.messages import join_errors, show_value
 from curriculum_ds.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from curriculum_ds.config.models import CurriculumConfig, PhaseConfig, StreamConfig
+    from curriculum_ds.config.models import (
+        CurriculumConfig,
+        EvalStreamConfig,
+        PhaseConfig,
+        StreamConfig,
+    )
     from curriculum_ds.data import StreamInfo
 
 __all__ = [
@@ -81,37 +86,34 @@ def _read_streams(
     infos: dict[str, Any] = {}
     token_ranges: dict[str, tuple[int, int] | None] = {}
     _check_one_remote_per_local(cfg)
-    for i, phase in enumerate(cfg.schedule):
-        for j, stream in enumerate(phase.train_loader.streams):
-            if stream.local in infos:
-                continue
-            if stream.remote is not None:
-                infos[stream.local] = _read_remote_stream(
-                    _stream_path(i, phase, j), stream, stream.remote
-                )
-                token_ranges[stream.local] = None  # the shards are not downloaded to check
-                continue
-            where = f"{_stream_path(i, phase, j)}.local"
-            if not Path(stream.local).exists():
-                raise ConfigError(f"{where}: {show_value(stream.local)} does not exist")
-            if not Path(stream.local).is_dir():
-                raise ConfigError(f"{where}: {show_value(stream.local)} is not a directory")
-            if not (Path(stream.local) / "index.json").is_file():
-                raise ConfigError(
-                    f"{where}: {show_value(stream.local)} is not an MDS dataset (no index.json; "
-                    "build one with `curriculum-ds prepare`)"
-                )
-            try:
-                # the shards first: reading a foreign dataset's info decodes every sample
-                token_ranges[stream.local] = verify_stream_checked(
-                    stream.local, verify_hashes=verify_hashes
-                )
-                infos[stream.local] = read_stream_info_checked(stream.local)
-            except DataError as exc:
-                detail = str(exc).replace("\n", " ")
-                raise ConfigError(
-                    f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
-                ) from None
+    for path, stream in _all_streams(cfg):
+        if stream.local in infos:
+            continue
+        if stream.remote is not None:
+            infos[stream.local] = _read_remote_stream(path, stream, stream.remote)
+            token_ranges[stream.local] = None  # the shards are not downloaded to check
+            continue
+        where = f"{path}.local"
+        if not Path(stream.local).exists():
+            raise ConfigError(f"{where}: {show_value(stream.local)} does not exist")
+        if not Path(stream.local).is_dir():
+            raise ConfigError(f"{where}: {show_value(stream.local)} is not a directory")
+        if not (Path(stream.local) / "index.json").is_file():
+            raise ConfigError(
+                f"{where}: {show_value(stream.local)} is not an MDS dataset (no index.json; "
+                "build one with `curriculum-ds prepare`)"
+            )
+        try:
+            # the shards first: reading a foreign dataset's info decodes every sample
+            token_ranges[stream.local] = verify_stream_checked(
+                stream.local, verify_hashes=verify_hashes
+            )
+            infos[stream.local] = read_stream_info_checked(stream.local)
+        except DataError as exc:
+            detail = str(exc).replace("\n", " ")
+            raise ConfigError(
+                f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
+            ) from None
     return infos, token_ranges
 
 
@@ -122,19 +124,20 @@ def _check_one_remote_per_local(cfg: CurriculumConfig) -> None:
         ConfigError: naming the second use and the first.
     """
     remotes: dict[str, tuple[str | None, str]] = {}  # local -> (its remote, where first seen)
-    for i, phase in enumerate(cfg.schedule):
-        for j, stream in enumerate(phase.train_loader.streams):
-            first = remotes.setdefault(stream.local, (stream.remote, _stream_path(i, phase, j)))
-            if first[0] != stream.remote:
-                raise ConfigError(
-                    f"{_stream_path(i, phase, j)}.remote: {show_value(stream.remote)}, but "
-                    f"{first[1].removeprefix('curriculum.')} reads the same local "
-                    f"{show_value(stream.local)} from {show_value(first[0])}; a cache folder "
-                    "belongs to one remote"
-                )
+    for path, stream in _all_streams(cfg):
+        first = remotes.setdefault(stream.local, (stream.remote, path))
+        if first[0] != stream.remote:
+            raise ConfigError(
+                f"{path}.remote: {show_value(stream.remote)}, but "
+                f"{first[1].removeprefix('curriculum.')} reads the same local "
+                f"{show_value(stream.local)} from {show_value(first[0])}; a cache folder "
+                "belongs to one remote"
+            )
 
 
-def _read_remote_stream(path: str, stream: StreamConfig, remote: str) -> StreamInfo:
+def _read_remote_stream(
+    path: str, stream: StreamConfig | EvalStreamConfig, remote: str
+) -> StreamInfo:
     """A remote stream's info, after checking its remote (listing, index, every shard file).
 
     Raises:
@@ -292,6 +295,12 @@ def check_model_context(cfg: CurriculumConfig, model: Any) -> None:
         for i, phase in enumerate(cfg.schedule)
         if phase.train_loader.max_seq_len > positions
     ]
+    eval_len = cfg.eval.max_seq_len if cfg.eval is not None else None
+    if eval_len is not None and eval_len > positions:
+        errors.append(
+            f"curriculum.eval.max_seq_len: {eval_len} exceeds the model's {positions} positions "
+            f"({source})"
+        )
     if errors:
         raise ConfigError(join_errors(errors))
 
@@ -326,6 +335,18 @@ def _stream_path(i: int, phase: PhaseConfig, j: int) -> str:
     return f"curriculum.schedule[{i}] ({show_value(phase.name)}).train_loader.streams[{j}]"
 
 
+def _all_streams(cfg: CurriculumConfig, *, eval_streams: bool = True) -> list[tuple[str, Any]]:
+    """``(JSON path, stream config)`` of every train stream, then of every ``eval`` stream."""
+    streams: list[tuple[str, Any]] = [
+        (_stream_path(i, phase, j), stream)
+        for i, phase in enumerate(cfg.schedule)
+        for j, stream in enumerate(phase.train_loader.streams)
+    ]
+    if eval_streams and cfg.eval is not None:
+        streams += [(f"curriculum.eval.streams[{j}]", s) for j, s in enumerate(cfg.eval.streams)]
+    return streams
+
+
 def check_streams(
     cfg: CurriculumConfig, *, model: str | Path | None = None, strict: bool = False
 ) -> None:
@@ -345,11 +366,13 @@ def check_streams(
       range-checked: the run may be given a ``--model`` this check does not know).
     * With ``strict`` and no ``model``, at least one stream must record its ``vocab_size``
       (else the run needs ``--model``).
+    * The ``eval`` streams pass the same checks as the train streams (their errors name
+      ``curriculum.eval.streams[j].local``).
     * A packed stream's rows must fit every phase that reads it (:func:`check_packed_rows`).
-    * With dynamic re-weighting, every stream must have the ``static_metric`` column, and its
-      values must be finite (the bucketing refuses a NaN or an infinity). ``num_tokens`` cannot
-      bucket a packed stream (every row but the last has the same length: the lone short row
-      would fill a bucket of its own and be drawn at that bucket's probability).
+    * With dynamic re-weighting, every train stream must have the ``static_metric`` column, and
+      its values must be finite (the bucketing refuses a NaN or an infinity). ``num_tokens``
+      cannot bucket a packed stream (every row but the last has the same length: the lone short
+      row would fill a bucket of its own and be drawn at that bucket's probability).
 
     A stream with a ``remote`` is checked there instead of on disk
     (:func:`curriculum_ds.data.sync_stream_metadata`): the remote must answer and hold
@@ -377,11 +400,7 @@ def check_streams(
             value in it (naming the stream, the column and the sample index).
     """
     infos, token_ranges = _read_streams(cfg, verify_hashes=strict)
-    streams = [
-        (_stream_path(i, phase, j), stream)
-        for i, phase in enumerate(cfg.schedule)
-        for j, stream in enumerate(phase.train_loader.streams)
-    ]
+    streams = _all_streams(cfg)
     first_seen: dict[str, str] = {}  # local -> the path of its first use
     for where, stream in streams:
         first_seen.setdefault(stream.local, where)
@@ -461,7 +480,7 @@ def check_streams(
     if not cfg.dynamic.enabled:
         return
     metric = cfg.dynamic.static_metric
-    for where, stream in streams:
+    for where, stream in _all_streams(cfg, eval_streams=False):
         if metric == "num_tokens" and getattr(infos[stream.local], "packed", False):
             raise ConfigError(
                 f'curriculum.dynamic.static_metric: "num_tokens" is the same for every row of '

@@ -1,4 +1,4 @@
-"""Append-only JSONL files of the run directory (metrics, history, sample trace).
+"""Append-only JSONL files of the run directory (metrics, history, sample trace, evaluations).
 
 A line is written with one ``write`` of a complete newline-terminated string and flushed, so a
 crash leaves at most one partial last line; :func:`truncate_jsonl` removes such a line (and, on
@@ -67,7 +67,8 @@ class RunLog:
 
     ``metrics.jsonl`` (one row per optimizer step), ``curriculum_history.jsonl`` (one row per
     weight recompute, when ``history``) and ``sample_trace.jsonl`` (one row per step, when
-    ``trace``). On a fresh start the files are emptied; on a resume they keep the rows up to the
+    ``trace``) and ``eval.jsonl`` (one row per held-out evaluation, when ``evaluation``). On a
+    fresh start the files are emptied; on a resume they keep the rows up to the
     checkpoint's step, so that they read as one uninterrupted run.
 
     Args:
@@ -75,12 +76,19 @@ class RunLog:
         resumed_step: the step of the checkpoint resumed from, or None for a fresh start.
         history: write ``curriculum_history.jsonl``.
         trace: write ``sample_trace.jsonl``.
+        evaluation: write ``eval.jsonl`` (:meth:`write_eval`).
     """
 
-    FILES = ("metrics.jsonl", "curriculum_history.jsonl", "sample_trace.jsonl")
+    FILES = ("metrics.jsonl", "curriculum_history.jsonl", "sample_trace.jsonl", "eval.jsonl")
 
     def __init__(
-        self, run_dir: Path, *, resumed_step: int | None, history: bool, trace: bool
+        self,
+        run_dir: Path,
+        *,
+        resumed_step: int | None,
+        history: bool,
+        trace: bool,
+        evaluation: bool = False,
     ) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         for name in self.FILES:
@@ -88,6 +96,7 @@ class RunLog:
         self.metrics = JsonlWriter(run_dir / "metrics.jsonl")
         self.history = JsonlWriter(run_dir / "curriculum_history.jsonl") if history else None
         self.trace = JsonlWriter(run_dir / "sample_trace.jsonl") if trace else None
+        self.eval = JsonlWriter(run_dir / "eval.jsonl") if evaluation else None
 
     def write(
         self,
@@ -103,8 +112,13 @@ class RunLog:
         if self.history is not None and reweighting is not None:
             self.history.write(reweighting)
 
+    def write_eval(self, row: dict[str, Any]) -> None:
+        """Append an evaluation's row (``curriculum.evaluate()``) to ``eval.jsonl``."""
+        if self.eval is not None:
+            self.eval.write(row)
+
     def close(self) -> None:
         """Flush, fsync and close every file."""
-        for writer in (self.metrics, self.history, self.trace):
+        for writer in (self.metrics, self.history, self.trace, self.eval):
             if writer is not None:
                 writer.close()

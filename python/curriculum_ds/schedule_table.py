@@ -41,7 +41,8 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
     max_seq_len and estimated optimizer steps. Steps: for ``tok``, duration / (global batch size ×
     mean of ``min(num_tokens, max_seq_len)`` over the mix, weighted by proportion); for ``ep``,
     duration × epoch size / global batch size. Shows ``?`` where a stream's info cannot be read.
-    A footer line sums the run up; with ``curriculum.lr_schedule`` one more line describes it.
+    A footer line sums the run up; with ``curriculum.lr_schedule`` one more line describes it, and
+    one with ``curriculum.eval``.
 
     Args:
         run: the loaded config.
@@ -112,10 +113,18 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
         f"optimizer steps, loss_weighting {cfg.loss_weighting}, seed {cfg.seed}, dynamic "
         f"{'on' if cfg.dynamic.enabled else 'off'}"
     )
+    lines.append(footer)
     lr = LRSchedule.from_config(cfg)
-    if lr is None:
-        return "\n".join([*lines, footer])
-    params = (run.ds_config.get("optimizer") or {}).get("params") or {}
-    peak = params.get("lr") if isinstance(params.get("lr"), int | float) else None
-    last_phase = cfg.lr_schedule is not None and cfg.lr_schedule.decay == "last_phase"
-    return "\n".join([*lines, footer, lr.describe(schedule.unit, peak=peak, last_phase=last_phase)])
+    if lr is not None:
+        params = (run.ds_config.get("optimizer") or {}).get("params") or {}
+        peak = params.get("lr") if isinstance(params.get("lr"), int | float) else None
+        last_phase = cfg.lr_schedule is not None and cfg.lr_schedule.decay == "last_phase"
+        lines.append(lr.describe(schedule.unit, peak=peak, last_phase=last_phase))
+    if cfg.eval is not None:
+        every = f"every {cfg.eval.interval} and " if cfg.eval.interval is not None else ""
+        names = ", ".join(s.name or s.local for s in cfg.eval.streams)
+        lines.append(
+            f"eval: {len(cfg.eval.streams)} held-out stream(s) ({names}), {every}at each phase "
+            f"end, the first {cfg.eval.max_samples} samples of each"
+        )
+    return "\n".join(lines)

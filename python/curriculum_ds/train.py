@@ -227,6 +227,7 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
             resumed_step=curriculum.global_step if curriculum.resumed_from else None,
             history=curriculum.dynamic is not None,
             trace=args.trace_samples,
+            evaluation=curriculum.evaluator is not None,
         )
         print(banner(engine, curriculum), flush=True)
     dist.barrier()
@@ -251,6 +252,8 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
         line = logger.line(record) if logger is not None else None
         if line is not None:
             print(line, flush=True)
+        if curriculum.eval_due:  # an eval interval or a phase ended: before the checkpoint
+            _evaluate(curriculum, log, bar)
         if bar is not None:
             bar.update(float(curriculum.progress - progress_before))
             bar.set_postfix(
@@ -278,6 +281,28 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
         _print_summary(args, curriculum, start_step)
     dist.barrier()
     return 0
+
+
+def _evaluate(curriculum: Curriculum, log: Any, bar: Any) -> dict[str, Any]:
+    """One held-out evaluation: ``eval.jsonl`` and a line with its losses and wall time (rank 0).
+
+    Its time is not training time: ``curriculum.evaluate`` leaves it out of ``tokens_per_s``.
+    """
+    row = curriculum.evaluate()
+    if log is not None:
+        log.write_eval(row)
+        streams = "  ".join(
+            f"{name} {_loss_postfix(s['loss'])}" for name, s in row["streams"].items()
+        )
+        line = (
+            f"curriculum_ds: eval at step {row['step']} ({row['phase_name']}): loss "
+            f"{_loss_postfix(row['loss'])}  [{streams}]  {row['eval_time_s']:.2f} s"
+        )
+        if bar is not None:
+            bar.write(line)
+        else:
+            print(line, flush=True)
+    return row
 
 
 def _not_empty(path: Path) -> bool:
@@ -335,6 +360,9 @@ def _print_summary(args: argparse.Namespace, curriculum: Curriculum, start_step:
         )
     if args.trace_samples:
         lines.append(f"  trace:       {run_dir / 'sample_trace.jsonl'}")
+    if curriculum.evaluator is not None:
+        lines.append(f"  evals:       {run_dir / 'eval.jsonl'}")
+    lines.append(f"  report:      curriculum-ds report {run_dir}")
     print("\n".join(lines), flush=True)
     warning = skipped_steps_warning(num_skipped, num_steps)
     if warning is not None:

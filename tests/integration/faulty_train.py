@@ -14,6 +14,9 @@ Run by the launcher as ``--module faulty_train`` (tests/ on PYTHONPATH) with the
   ``DIR/params.pt`` and each rank's dynamic re-weighting state to ``DIR/rank{r}_dynamic.pt``;
   for a HF model also ``DIR/logits.pt``: the engine's logits on a fixed batch
   (``{"input_ids", "logits"}``, fp32, from rank 0; every rank runs the forward under ZeRO-3).
+* ``--dump-sample-losses FILE``: rank 0 appends, after every finished step, ``{"step",
+  "losses"}`` to the JSONL ``FILE``: ``Step.sample_losses`` (each sample's token-mean loss in
+  global batch order, NaN without loss-bearing tokens; gathered when dynamic re-weighting is on).
 
 The product loop has none of these: they are installed here by wrapping public methods.
 """
@@ -134,16 +137,39 @@ def dump_state(out: Path) -> None:
     dist.barrier()
 
 
+def install_dump_sample_losses(out: Path) -> None:
+    import json
+
+    import torch.distributed as dist
+
+    from curriculum_ds.plugin.step import Step
+
+    finish = Step.finish
+
+    def finish_and_dump(self: Step) -> dict[str, Any]:
+        record = finish(self)
+        if dist.get_rank() == 0:
+            losses = None if self.sample_losses is None else self.sample_losses.tolist()
+            with open(out, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"step": self.global_step, "losses": losses}) + "\n")
+        return record
+
+    Step.finish = finish_and_dump  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--kill-after-step", type=int)
     p.add_argument("--kill-during-save", type=int)
     p.add_argument("--kill-during-prune", type=int)
     p.add_argument("--dump-state", type=Path)
+    p.add_argument("--dump-sample-losses", type=Path)
     faults, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
     install(faults.kill_after_step, faults.kill_during_save)
     if faults.kill_during_prune is not None:
         install_kill_during_prune(faults.kill_during_prune)
+    if faults.dump_sample_losses is not None:
+        install_dump_sample_losses(faults.dump_sample_losses)
     code = train.main(rest)
     if code == 0 and faults.dump_state is not None:
         dump_state(faults.dump_state)

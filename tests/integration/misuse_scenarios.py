@@ -8,7 +8,8 @@ gradients moved; then it shows that the loop carries on. ``ds_edited.json`` is `
 its first phase edited. Scenarios (keys of the JSON written to ``--out``):
 
 * ``finish_early``: ``step.finish()`` after 1 of the 2 micro-batches (then also ``next``,
-  ``state_dict`` and ``save_checkpoint`` mid-step);
+  ``state_dict``, ``save_checkpoint`` and ``evaluate`` mid-step; ``evaluate`` without
+  ``curriculum.eval`` after the step);
 * ``backward_twice``: a micro-batch sent backward a second time;
 * ``past_end``: ``next`` after the schedule ended, and a second ``for step in curriculum``;
 * ``edited_phase``: ``load_checkpoint`` of a checkpoint whose phase 0 is complete, under the
@@ -113,12 +114,16 @@ def main() -> None:
         "next": attempt(lambda: next(curriculum)),
         "state_dict": attempt(curriculum.state_dict),
         "save_checkpoint": attempt(lambda: curriculum.save_checkpoint(ckpt)),
+        "evaluate": attempt(curriculum.evaluate),
         "files_unchanged": snapshot(work) == files,
         "counters_unchanged": counters(curriculum) == state,
         "counters": state,
     }
     backward(engine, step, step.micro_batches[1])
     out["finish_early"]["then_finished_step"] = step.finish()["step"]
+    # between steps, but the config has no curriculum.eval
+    out["finish_early"]["evaluate_without_eval"] = attempt(curriculum.evaluate)
+    out["finish_early"]["eval_due_without_eval"] = curriculum.eval_due
 
     # a micro-batch sent backward twice
     step = next(curriculum)

@@ -65,10 +65,15 @@ def test_finish_before_every_micro_batch_went_backward(results):
     _one_line_error(case["next"], "StepError", "step 1 was not finished")
     _one_line_error(case["state_dict"], "StepError", "state_dict during step 1")
     _one_line_error(case["save_checkpoint"], "StepError", "save_checkpoint during step 1")
+    _one_line_error(case["evaluate"], "StepError", "evaluate during step 1")
     assert case["files_unchanged"]
     assert case["counters_unchanged"]
     assert case["counters"][:3] == [0, 0, 0]  # global_step, consumed tokens and samples
     assert case["then_finished_step"] == 1  # the missing backward, then finish: the loop goes on
+    _one_line_error(
+        case["evaluate_without_eval"], "StepError", "the config has no curriculum.eval section"
+    )
+    assert case["eval_due_without_eval"] is False
 
 
 def test_a_micro_batch_sent_backward_twice(results):

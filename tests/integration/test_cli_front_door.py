@@ -157,3 +157,11 @@ def test_demo_runs_end_to_end_and_points_at_the_picture(tmp_path):
     assert (run / "curriculum_curve.png").stat().st_size > 10_000
     assert "bucket weights over steps" in proc.stdout
     assert "curriculum-ds curve" in proc.stdout
+    # held-out evals of both streams (every 10% of the tokens and at phase ends), then the report
+    evals = [json.loads(line) for line in (run / "eval.jsonl").read_text().splitlines()]
+    assert {e["phase_name"] for e in evals} == {"docstrings", "mix"}
+    assert set(evals[-1]["streams"]) == {"docstrings", "code"}
+    assert evals[-1]["step"] == rows[-1]["step"]
+    assert (run / "report.png").stat().st_size > 50_000
+    assert 'phase 1 "mix"' in proc.stdout
+    assert "curriculum-ds report" in proc.stdout

@@ -37,6 +37,8 @@ __all__ = [
     "CurriculumConfig",
     "Duration",
     "DynamicConfig",
+    "EvalConfig",
+    "EvalStreamConfig",
     "LRScheduleConfig",
     "LoaderConfig",
     "PhaseConfig",
@@ -201,20 +203,7 @@ class StreamConfig(_Model):
     @field_validator("remote")
     @classmethod
     def _known_remote(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        scheme, sep, rest = value.partition("://")
-        if not sep:
-            return value  # a folder path
-        if scheme not in REMOTE_SCHEMES:
-            raise custom_error(
-                f"scheme {scheme!r} is not supported, got {show_value(value)}; use "
-                + ", ".join(f"{s}://bucket/prefix" for s in REMOTE_SCHEMES)
-                + " or a folder path"
-            )
-        if not rest.split("/", 1)[0]:
-            raise custom_error(f"names no bucket, got {show_value(value)}")
-        return value
+        return _check_remote(value)
 
     @model_serializer(mode="wrap")
     def _omit_no_remote(self, handler: Any) -> Any:
@@ -228,15 +217,48 @@ class StreamConfig(_Model):
     @model_validator(mode="before")
     @classmethod
     def _default_name(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and data.get("name") is None
-            and isinstance(data.get("local"), str)
-        ):
-            local = data["local"].rstrip("/\\")
-            name = PurePosixPath(local.replace("\\", "/")).name or data["local"]
-            data = {**data, "name": name}
-        return data
+        return _name_from_local(data)
+
+
+def _check_remote(value: str | None) -> str | None:
+    """A stream's ``remote``: None, a folder path or ``<scheme>://bucket/...`` (known scheme)."""
+    if value is None:
+        return value
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        return value  # a folder path
+    if scheme not in REMOTE_SCHEMES:
+        raise custom_error(
+            f"scheme {scheme!r} is not supported, got {show_value(value)}; use "
+            + ", ".join(f"{s}://bucket/prefix" for s in REMOTE_SCHEMES)
+            + " or a folder path"
+        )
+    if not rest.split("/", 1)[0]:
+        raise custom_error(f"names no bucket, got {show_value(value)}")
+    return value
+
+
+def _name_from_local(data: Any) -> Any:
+    """A stream's raw config with ``name`` defaulted to the final path component of ``local``."""
+    if isinstance(data, dict) and data.get("name") is None and isinstance(data.get("local"), str):
+        local = data["local"].rstrip("/\\")
+        name = PurePosixPath(local.replace("\\", "/")).name or data["local"]
+        data = {**data, "name": name}
+    return data
+
+
+def _unique_names(streams: list[Any]) -> None:
+    """Refuse two streams of one list with the same ``name`` (error at ``streams[i].name``)."""
+    seen: dict[str, int] = {}
+    for i, stream in enumerate(streams):
+        name = stream.name or stream.local
+        if name in seen:
+            raise custom_error(
+                f'duplicate stream name "{name}" (also streams[{seen[name]}]); '
+                'give the streams distinct "name"s',
+                ("streams", i, "name"),
+            )
+        seen[name] = i
 
 
 class LoaderConfig(_Model):
@@ -252,16 +274,7 @@ class LoaderConfig(_Model):
 
     @model_validator(mode="after")
     def _unique_stream_names(self) -> LoaderConfig:
-        seen: dict[str, int] = {}
-        for i, stream in enumerate(self.streams):
-            name = stream.name or stream.local
-            if name in seen:
-                raise custom_error(
-                    f'duplicate stream name "{name}" (also streams[{seen[name]}]); '
-                    'give the streams distinct "name"s',
-                    ("streams", i, "name"),
-                )
-            seen[name] = i
+        _unique_names(self.streams)
         return self
 
 
@@ -364,6 +377,53 @@ class LRScheduleConfig(_Model):
         return self
 
 
+class EvalStreamConfig(_Model):
+    """One held-out evaluation stream (an MDS folder, as a train stream without a proportion)."""
+
+    local: str = Field(min_length=1)
+    """Path to a prepared MDS dataset directory; relative to every rank's working directory."""
+    name: str | None = Field(default=None, min_length=1)
+    """The stream's name in ``eval.jsonl``; defaults to the final path component of ``local``.
+    Unique among the eval streams."""
+    remote: str | None = Field(default=None, min_length=1)
+    """Where the shards live when they are not local (as a train stream's ``remote``; ``local``
+    is then the cache folder). None: ``local`` holds the whole dataset."""
+
+    @field_validator("remote")
+    @classmethod
+    def _known_remote(cls, value: str | None) -> str | None:
+        return _check_remote(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_name(cls, data: Any) -> Any:
+        return _name_from_local(data)
+
+
+class EvalConfig(_Model):
+    """``curriculum.eval``: held-out evaluation at a fixed interval and at every phase end.
+
+    The eval set is fixed: the first ``max_samples`` samples of each stream, the same at every
+    evaluation (:mod:`curriculum_ds.plugin.evaluation`).
+    """
+
+    streams: list[EvalStreamConfig] = Field(min_length=1)
+    """The held-out streams, each evaluated (and reported) on its own."""
+    interval: Duration | None = None
+    """Evaluate each time the run's cumulative progress crosses a multiple of this, in
+    ``max_duration``'s unit (global non-padding tokens, or passes); None: at phase ends only."""
+    max_samples: int = Field(default=512, ge=1, le=MAX_GLOBAL_BATCH_SIZE)
+    """Samples taken from the start of each stream (fewer when the stream has fewer), global."""
+    max_seq_len: int | None = Field(default=None, ge=2, le=MAX_SEQ_LEN)
+    """Tokens per eval sample (longer ones are truncated); None: the schedule's longest
+    ``max_seq_len``."""
+
+    @model_validator(mode="after")
+    def _unique_stream_names(self) -> EvalConfig:
+        _unique_names(self.streams)
+        return self
+
+
 class CurriculumConfig(_Model):
     """The whole ``curriculum`` section of a ds_config."""
 
@@ -381,6 +441,8 @@ class CurriculumConfig(_Model):
     lr_schedule: LRScheduleConfig | None = None
     """The token- (or epoch-) based learning-rate schedule; None: the optimizer's lr as it is
     (or a ds_config ``scheduler``, which cannot be combined with this)."""
+    eval: EvalConfig | None = None
+    """Held-out evaluation (:class:`EvalConfig`); None: no evaluation."""
 
     @model_validator(mode="after")
     def _check_schedule(self) -> CurriculumConfig:
@@ -408,6 +470,13 @@ class CurriculumConfig(_Model):
             )
         if self.lr_schedule is not None:
             self._check_lr_schedule(self.lr_schedule)
+        interval = self.eval.interval if self.eval is not None else None
+        if interval is not None and interval.unit != unit:
+            raise custom_error(
+                f'unit "{interval.unit}" differs from max_duration\'s "{unit}" ({interval} vs '
+                f"{self.max_duration}); evaluations are due in the schedule's unit",
+                ("eval", "interval"),
+            )
         return self
 
     def _check_lr_schedule(self, lr: LRScheduleConfig) -> None:

@@ -25,18 +25,21 @@ from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr
+from curriculum_ds.monitoring import CurriculumMonitor
 from curriculum_ds.plugin import checkpoints
+from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.resume_rules import check_resume
 from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
 from curriculum_ds.state import CurriculumState
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     import numpy.typing as npt
 
     from curriculum_ds.config import CurriculumConfig, RunConfig
+    from curriculum_ds.loader import MicroBatch
 
 __all__ = ["Curriculum"]
 
@@ -65,6 +68,12 @@ class Curriculum:
         progress: cumulative progress in the schedule's unit (int tokens, or a Fraction of
             passes for ``ep``).
         num_skipped_steps: steps of this process without loss-bearing tokens.
+        evaluator: the held-out evaluation (``curriculum.eval``), or None without one; see
+            :attr:`eval_due` and :meth:`evaluate`.
+        monitor: on global rank 0 when the ds_config enables DeepSpeed's ``tensorboard``,
+            ``wandb`` or ``csv_monitor``, the :class:`~curriculum_ds.monitoring.
+            CurriculumMonitor` that every finished step (and re-weighting recompute) is written
+            to (``curriculum/...`` tags), and every :meth:`evaluate` row. None otherwise.
     """
 
     def __init__(self, engine: Any, run: RunConfig) -> None:
@@ -89,6 +98,7 @@ class Curriculum:
         self.consumed_samples = 0
         self.progress: Progress = self._zero()
         self.num_skipped_steps = 0
+        self.monitor = CurriculumMonitor.for_engine(engine)
         self.resumed_from: Path | None = None
         self._loader: PhaseLoader | None = None
         # what the next phase loader built restores (then None): set by a resume
@@ -97,6 +107,21 @@ class Curriculum:
         self._step: Step | None = None  # drawn and not finished
         self._exhausted = False
         self._last_time: float | None = None
+        self.evaluator = (
+            Evaluator(
+                self.config.eval,
+                self.schedule,
+                max_seq_len=max(p.train_loader.max_seq_len for p in self.config.schedule),
+                micro_batch_size=self.micro_batch_size,
+                dp_rank=self.dp_rank,
+                dp_world_size=self.dp_world_size,
+            )
+            if self.config.eval is not None
+            else None
+        )
+        # the last finished step: (progress before, progress after, phase_idx, phase_name);
+        # None before any step of this process and once evaluate() ran after it
+        self._last_span: tuple[Progress, Progress, int, str] | None = None
 
     # ---------------------------------------------------------------------------- queries
     @property
@@ -151,7 +176,8 @@ class Curriculum:
         )
         if self._last_time is None:
             self._last_time = time.perf_counter()
-        step_tokens = loader.batch_tokens(batch)
+        stream_tokens = loader.stream_tokens(batch)
+        step_tokens = int(stream_tokens.sum())
         if self.lr_schedule is not None:  # at the step's END progress, before Step reads its lr
             end = self.progress + (
                 step_tokens
@@ -166,7 +192,7 @@ class Curriculum:
             phase_name=loader.phase.name,
             samples=batch,
             micro_batches=micro_batches,
-            step_tokens=step_tokens,
+            stream_tokens=stream_tokens,
             stream_names=loader.stream_names,
         )
         return self._step
@@ -210,6 +236,7 @@ class Curriculum:
         assert loader is not None  # a step in flight has its loader
         num_samples = len(step.samples)
         self.global_step = step.global_step
+        progress_before = self.progress
         self.consumed_tokens += step.step_tokens
         self.consumed_samples += num_samples
         if self.schedule.unit == "tok":
@@ -217,6 +244,7 @@ class Curriculum:
         else:
             self.progress += Fraction(num_samples, loader.samples_per_pass)
         self.num_skipped_steps += int(result["skipped"])
+        self._last_span = (progress_before, self.progress, step.phase_idx, step.phase_name)
         if self.dynamic is not None and sample_losses is not None:
             self.dynamic.observe(step.samples, sample_losses)
             update = self.dynamic.maybe_recompute(self.global_step)
@@ -232,7 +260,7 @@ class Curriculum:
         now = time.perf_counter()
         elapsed = now - (self._last_time if self._last_time is not None else now)
         self._last_time = now
-        return {
+        record = {
             "step": self.global_step,
             "phase": step.phase_idx,
             "phase_name": step.phase_name,
@@ -246,7 +274,67 @@ class Curriculum:
             "lr": step.lr,
             "tokens_per_s": round(step.step_tokens / max(elapsed, 1e-9), 1),
             "phase_epochs": round(loader.epochs_done(), 6),
+            "streams": result["streams"],
         }
+        if self.monitor is not None:  # the ds_config's tensorboard / wandb / csv_monitor
+            self.monitor.write_step(record)
+            if step.reweighting is not None:
+                self.monitor.write_buckets(step.reweighting)
+        return record
+
+    # ------------------------------------------------------------------------- evaluation
+    @property
+    def eval_due(self) -> bool:
+        """True when the step just finished ends an eval ``interval`` or a phase.
+
+        False without ``curriculum.eval``, before the first step of this process (a resumed run
+        evaluated its checkpoint's step before saving it), and once :meth:`evaluate` ran for that
+        step. Call it between ``step.finish()`` and the checkpoint save.
+        """
+        span = self._last_span
+        return self.evaluator is not None and span is not None and self.evaluator.is_due(*span[:2])
+
+    def evaluate(self, forward: Callable[[MicroBatch], Any] | None = None) -> dict[str, Any]:
+        """Evaluate the fixed held-out set now; collective (every rank calls it).
+
+        Runs under ``torch.no_grad()`` in eval mode (the engine's mode is restored), leaves the
+        global RNGs, the training sample order and the checkpoint state untouched, and its wall
+        time is left out of the next step's ``tokens_per_s``
+        (:mod:`curriculum_ds.plugin.evaluation`).
+
+        Args:
+            forward: ``forward(mb) -> logits`` for a model not called as ``engine(input_ids,
+                attention_mask=...)``; default: that call.
+
+        Returns:
+            The ``eval.jsonl`` row (:meth:`~curriculum_ds.plugin.evaluation.Evaluator.evaluate`),
+            the same on every rank.
+
+        Raises:
+            StepError: no ``curriculum.eval`` in the config, or a step is in flight.
+        """
+        self._check_between_steps("evaluate")
+        if self.evaluator is None:
+            raise StepError("evaluate: the config has no curriculum.eval section")
+        if self._last_span is not None:
+            phase_idx, phase_name = self._last_span[2:]
+        else:  # before the first step of this process: the phase the next step draws from
+            phase_idx = min(self.phase_idx, self.schedule.num_phases - 1)
+            phase_name = self.schedule.names[phase_idx]
+        row = self.evaluator.evaluate(
+            self.engine,
+            forward,
+            step=self.global_step,
+            tokens=self.consumed_tokens,
+            phase_idx=phase_idx,
+            phase_name=phase_name,
+        )
+        if self._last_time is not None:  # not training time: out of the next tokens_per_s
+            self._last_time += row["eval_time_s"]
+        self._last_span = None
+        if self.monitor is not None:  # curriculum/eval/... in the ds_config's monitors
+            self.monitor.write_eval(row)
+        return row
 
     # ------------------------------------------------------------------------------ state
     def _zero(self) -> Progress:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -23,9 +24,9 @@ from curriculum_ds.loss import (
     per_sample_token_losses,
     scale_micro_batch_loss,
 )
+from curriculum_ds.plugin.streams import StreamAccounting
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
 
     from curriculum_ds.loader import MicroBatch
@@ -56,6 +57,11 @@ class Step:
             so ``backward`` only records and the model is not updated (the samples still count).
         reweighting: after :meth:`finish`, the dynamic re-weighting's history record when this
             step recomputed the bucket weights (``curriculum_history.jsonl`` fields), else None.
+        sample_losses: after :meth:`finish` with dynamic re-weighting on (which gathers them), the
+            token-mean loss (nats) of every sample of the global batch, float64
+            ``(global_batch_size,)`` in global order, NaN for a sample without loss-bearing
+            tokens; the same on every rank. None otherwise.
+        stream_tokens: int64 ``(num_streams,)``, ``step_tokens`` per stream of the phase.
         lr: the learning rate of this step's optimizer update (the optimizer's first param
             group when the step is drawn; a scheduler moves it only after the update).
     """
@@ -69,7 +75,7 @@ class Step:
         phase_name: str,
         samples: npt.NDArray[np.int64],
         micro_batches: list[MicroBatch],
-        step_tokens: int,
+        stream_tokens: npt.NDArray[np.int64],
         stream_names: list[str],
     ) -> None:
         self._curriculum = curriculum
@@ -78,7 +84,8 @@ class Step:
         self.phase_name = phase_name
         self.samples = samples
         self.stream_names = stream_names
-        self.step_tokens = step_tokens
+        self.stream_tokens = stream_tokens
+        self.step_tokens = int(stream_tokens.sum())
         engine = curriculum.engine
         self._device = engine.device
         self.micro_batches = [mb.to(self._device) for mb in micro_batches]
@@ -95,13 +102,22 @@ class Step:
         # what DeepSpeed divides the summed gradients by (dp_world_size but for config corners)
         self._grad_divisor = engine_grad_divisor(engine, dp_world_size=self._dp_world_size)
         per_rank = len(samples) // self._dp_world_size
-        # each of this rank's samples' mean token loss (nats); NaN without loss-bearing tokens
-        self._sample_losses = torch.full(
-            (per_rank,), float("nan"), dtype=torch.float64, device=self._device
+        # each of this rank's samples' sum of token losses (nats) and loss-bearing tokens, in the
+        # order of its micro-batches' rows
+        self._sample_sums = torch.zeros(per_rank, dtype=torch.float64, device=self._device)
+        self._sample_valid = torch.zeros(per_rank, dtype=torch.float64, device=self._device)
+        positions = [mb.positions for mb in self.micro_batches]
+        self._streams = StreamAccounting(
+            stream_names,
+            samples,
+            stream_tokens,
+            np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64),
+            self._device,
         )
-        # this rank's [sum of token losses (nats), sum of micro-batch mean losses / GAS,
-        # sum of aux_loss values, number of aux_loss values given]
-        self._stats = torch.zeros(4, dtype=torch.float64, device=self._device)
+        self.sample_losses: npt.NDArray[np.float64] | None = None
+        # this rank's [sum of micro-batch mean losses / GAS, sum of aux_loss values, number of
+        # aux_loss values given]; the token losses are summed per stream (StreamAccounting)
+        self._stats = torch.zeros(3, dtype=torch.float64, device=self._device)
         self._done = [False] * len(self.micro_batches)
         self._finished = False
         self.reweighting: dict[str, Any] | None = None
@@ -272,14 +288,12 @@ class Step:
         self._done[mb_idx] = True
         with torch.no_grad():
             lo = mb_idx * len(num_valid)
-            self._sample_losses[lo : lo + len(num_valid)] = torch.where(
-                num_valid > 0, loss_sums.double() / num_valid.clamp(min=1), float("nan")
-            )
-            self._stats[0] += loss_sum.double()
-            self._stats[1] += (loss_sum / count.clamp(min=1)).double() / num_micro_batches
+            self._sample_sums[lo : lo + len(num_valid)] = loss_sums.double()
+            self._sample_valid[lo : lo + len(num_valid)] = num_valid.double()
+            self._stats[0] += (loss_sum / count.clamp(min=1)).double() / num_micro_batches
             if aux_loss is not None:
-                self._stats[2] += aux_loss.detach().double().to(self._device).sum()
-                self._stats[3] += 1
+                self._stats[1] += aux_loss.detach().double().to(self._device).sum()
+                self._stats[2] += 1
             return (loss_sum / count).detach().float()
 
     def _check_engine_untouched(self, num_backward: int) -> None:
@@ -310,7 +324,11 @@ class Step:
             micro-batch of the step on every rank, a micro-batch without one counting 0; None
             when no micro-batch had one), ``valid_tokens``, ``step_tokens``,
             ``skipped``, ``step_applied`` (False also for a fp16 overflow step DeepSpeed did not
-            apply), ``lr``, ``tokens_per_s`` and ``phase_epochs``. The same on every rank.
+            apply), ``lr``, ``tokens_per_s``, ``phase_epochs`` and ``streams``: ``{name:
+            {"samples", "tokens", "loss"}}`` for every stream of the phase, the step's samples
+            and non-padding input tokens from that stream (the tokens sum to ``step_tokens``)
+            and its token-mean loss (nats) over its loss-bearing tokens on all ranks (None when
+            it has none in this step, e.g. no sample). The same on every rank.
 
         Raises:
             StepError: a micro-batch has not gone backward, or the step is already finished
@@ -326,22 +344,36 @@ class Step:
                 "(step.backward(logits, mb) for each of step.micro_batches)"
             )
         self._check_engine_untouched(len(self._done))
+        # the step's statistics and the per-stream loss sums: one all-reduce, one host copy
+        stats = torch.cat(
+            [self._stats, self._streams.local_sums(self._sample_sums, self._sample_valid)]
+        )
         if self._collective:
-            dist.all_reduce(self._stats)
+            dist.all_reduce(stats)
+        stats = stats.cpu()
+        streams = self._streams.records(stats[3:])
         num_valid = self.global_valid_tokens
-        token_loss = float(self._stats[0]) / num_valid if num_valid else None
-        sample_loss = float(self._stats[1]) / self._dp_world_size
+        # the step's token losses over all ranks: the sum of the streams' sums
+        token_loss = self._streams.loss_sum(stats[3:]) / num_valid if num_valid else None
+        sample_loss = float(stats[0]) / self._dp_world_size
         num_terms = len(self.micro_batches) * self._dp_world_size
-        aux = float(self._stats[2]) / num_terms if float(self._stats[3]) > 0 else None
+        aux = float(stats[1]) / num_terms if float(stats[2]) > 0 else None
         gathered = None
         if self._curriculum.dynamic is not None:
+            # each sample's mean token loss (nats); NaN without loss-bearing tokens
+            local = torch.where(
+                self._sample_valid > 0,
+                self._sample_sums / self._sample_valid.clamp(min=1),
+                float("nan"),
+            )
             # one collective: every rank gets the step's per-sample losses, in global order
             if self._collective:
-                parts = [torch.empty_like(self._sample_losses) for _ in range(self._dp_world_size)]
-                dist.all_gather(parts, self._sample_losses)
+                parts = [torch.empty_like(local) for _ in range(self._dp_world_size)]
+                dist.all_gather(parts, local)
                 gathered = torch.cat(parts).cpu().numpy()
             else:
-                gathered = self._sample_losses.cpu().numpy()
+                gathered = local.cpu().numpy()
+            self.sample_losses = gathered
         self._finished = True
         engine = self._curriculum.engine
         loss = token_loss if self._mode == "token" else sample_loss
@@ -354,6 +386,7 @@ class Step:
             "valid_tokens": num_valid,
             "skipped": self.skipped,
             "step_applied": (not self.skipped) and bool(engine.was_step_applied()),
+            "streams": streams,
         }
         return self._curriculum._complete_step(self, result, gathered)
 

@@ -1,0 +1,185 @@
+"""Curriculum metrics to DeepSpeed's own monitors: ``tensorboard``, ``wandb``, ``csv_monitor``.
+
+When the ds_config enables one of DeepSpeed's monitors, the engine holds a
+``deepspeed.monitor.monitor.MonitorMaster`` as ``engine.monitor`` (its writers exist on global
+rank 0 only). :class:`CurriculumMonitor` writes the curriculum's figures through it, with the
+optimizer step as x-axis, under tags a user can guess:
+
+=================================== ==========================================================
+tag                                 value
+=================================== ==========================================================
+``curriculum/loss``                 the step's loss (what the optimizer saw, nats); not written
+                                    for a skipped step
+``curriculum/lr``                   the learning rate of the step's update
+``curriculum/tokens``               consumed non-padding input tokens, cumulative, global
+``curriculum/phase``                the phase index of the step's samples
+``curriculum/streams/<name>/loss``  the stream's token-mean loss in the step (nats); not
+                                    written when the stream had no loss-bearing token
+``curriculum/streams/<name>/tokens`` the step's non-padding input tokens from the stream
+``curriculum/bucket_probs/<i>``     bucket i's sampling probability after a re-weighting
+                                    recompute (dynamic re-weighting), at the recompute's step
+``curriculum/eval/loss``            an evaluation's loss over all eval tokens (nats)
+``curriculum/eval/<name>/loss``     an evaluation's loss on eval stream ``name`` (nats)
+=================================== ==========================================================
+
+The values are those of the ``metrics.jsonl`` row, the ``curriculum_history.jsonl`` row and the
+``eval.jsonl`` row. DeepSpeed itself writes only ``Train/Samples/lr`` (the scheduler's lr, x =
+samples; with ``curriculum.lr_schedule`` it does not know the schedule),
+``Train/Samples/loss_scale`` (fp16) and, with ``wall_clock_breakdown``, ``Train/Samples/
+elapsed_time_ms_*``; none is under ``curriculum/``, so nothing is written twice.
+
+W&B needs one care: DeepSpeed logs with ``step=`` global samples, and ``wandb.log`` drops a row
+whose ``step`` is below the run's current step, so rows logged with ``step=`` optimizer step
+would be lost. The W&B writer therefore logs each step's values as one row with
+``curriculum/step`` beside them, declared the x-axis of ``curriculum/*`` with
+``wandb.define_metric`` (W&B's way for a custom step). TensorBoard, CSV and Comet get
+``(tag, value, optimizer step)`` events through their ``write_events``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "PREFIX",
+    "CurriculumMonitor",
+    "bucket_events",
+    "eval_events",
+    "step_events",
+]
+
+PREFIX = "curriculum"
+"""The first component of every tag written."""
+
+Event = tuple[str, float, int]
+"""A DeepSpeed monitor event: ``(tag, value, optimizer step)``."""
+
+
+def step_events(record: Mapping[str, Any]) -> list[Event]:
+    """The events of one ``metrics.jsonl`` row (what :meth:`Step.finish` returns).
+
+    Args:
+        record: a metrics row: ``step``, ``loss`` (None when skipped), ``lr``, ``tokens``,
+            ``phase`` and ``streams`` (``{name: {"tokens", "loss"}}``, loss None allowed).
+
+    Returns:
+        ``curriculum/loss`` (when not None), ``curriculum/lr``, ``curriculum/tokens``,
+        ``curriculum/phase``, then per stream ``curriculum/streams/<name>/loss`` (when not None)
+        and ``.../tokens``; x = ``record["step"]``. Deterministic.
+    """
+    step = int(record["step"])
+    events: list[Event] = []
+    if record.get("loss") is not None:
+        events.append((f"{PREFIX}/loss", float(record["loss"]), step))
+    events += [
+        (f"{PREFIX}/lr", float(record["lr"]), step),
+        (f"{PREFIX}/tokens", float(record["tokens"]), step),
+        (f"{PREFIX}/phase", float(record["phase"]), step),
+    ]
+    for name, stream in record.get("streams", {}).items():
+        if stream.get("loss") is not None:
+            events.append((f"{PREFIX}/streams/{name}/loss", float(stream["loss"]), step))
+        events.append((f"{PREFIX}/streams/{name}/tokens", float(stream["tokens"]), step))
+    return events
+
+
+def bucket_events(record: Mapping[str, Any]) -> list[Event]:
+    """The events of one ``curriculum_history.jsonl`` row (a re-weighting recompute).
+
+    Args:
+        record: ``step`` and ``weights`` (the bucket probabilities, summing to 1).
+
+    Returns:
+        ``curriculum/bucket_probs/<i>`` for each bucket i, x = ``record["step"]``.
+    """
+    step = int(record["step"])
+    return [(f"{PREFIX}/bucket_probs/{i}", float(p), step) for i, p in enumerate(record["weights"])]
+
+
+def eval_events(row: Mapping[str, Any]) -> list[Event]:
+    """The events of one ``eval.jsonl`` row.
+
+    Args:
+        row: ``step`` (the optimizer step evaluated after), ``loss`` (all eval tokens, nats)
+            and ``streams`` (``{name: {"loss", "tokens"}}``); a None loss is left out.
+
+    Returns:
+        ``curriculum/eval/loss`` and ``curriculum/eval/<name>/loss`` per stream, x =
+        ``row["step"]``.
+    """
+    step = int(row["step"])
+    events: list[Event] = []
+    if row.get("loss") is not None:
+        events.append((f"{PREFIX}/eval/loss", float(row["loss"]), step))
+    for name, stream in row.get("streams", {}).items():
+        if stream.get("loss") is not None:
+            events.append((f"{PREFIX}/eval/{name}/loss", float(stream["loss"]), step))
+    return events
+
+
+class CurriculumMonitor:
+    """Writes curriculum events through a DeepSpeed ``MonitorMaster`` (on global rank 0).
+
+    Built by :meth:`for_engine`; the curriculum writes every step and recompute itself
+    (``Curriculum.monitor``), a loop writes its evaluations with :meth:`write_eval`.
+
+    Args:
+        monitor: ``engine.monitor``, with its writers built (rank 0).
+    """
+
+    def __init__(self, monitor: Any) -> None:
+        self.monitor = monitor
+        self._wandb_ready = False
+
+    @classmethod
+    def for_engine(cls, engine: Any) -> CurriculumMonitor | None:
+        """The writer for ``engine.monitor``, or None.
+
+        None when the ds_config enables no monitor, or on a rank other than global rank 0
+        (where DeepSpeed builds no writer).
+        """
+        monitor = getattr(engine, "monitor", None)
+        if monitor is None or not getattr(monitor, "enabled", False):
+            return None
+        writers = ("tb_monitor", "wandb_monitor", "csv_monitor", "comet_monitor")
+        if all(getattr(monitor, w, None) is None for w in writers):
+            return None
+        return cls(monitor)
+
+    def write_step(self, record: Mapping[str, Any]) -> None:
+        """Write a metrics row (:func:`step_events`)."""
+        self.write(step_events(record))
+
+    def write_buckets(self, record: Mapping[str, Any]) -> None:
+        """Write a re-weighting recompute (:func:`bucket_events`)."""
+        self.write(bucket_events(record))
+
+    def write_eval(self, row: Mapping[str, Any]) -> None:
+        """Write an ``eval.jsonl`` row (:func:`eval_events`)."""
+        self.write(eval_events(row))
+
+    def write(self, events: list[Event]) -> None:
+        """Write ``(tag, value, optimizer step)`` events to every enabled writer."""
+        if not events:
+            return
+        monitor = self.monitor
+        for writer in (monitor.tb_monitor, monitor.csv_monitor, monitor.comet_monitor):
+            if writer is not None:
+                writer.write_events(events)
+        if monitor.wandb_monitor is not None:
+            self._write_wandb(events)
+
+    def _write_wandb(self, events: list[Event]) -> None:
+        """One ``wandb.log`` row per step, x-axis ``curriculum/step`` (see the module doc)."""
+        import wandb
+
+        if not self._wandb_ready:
+            wandb.define_metric(f"{PREFIX}/step")
+            wandb.define_metric(f"{PREFIX}/*", step_metric=f"{PREFIX}/step")
+            self._wandb_ready = True
+        rows: dict[int, dict[str, float]] = {}
+        for tag, value, step in events:
+            rows.setdefault(step, {f"{PREFIX}/step": step})[tag] = value
+        for row in rows.values():
+            self.monitor.wandb_monitor.log(row)
