@@ -42,9 +42,8 @@ from typing import Any
 import numpy as np
 
 from curriculum_ds.config import CurriculumConfig
-from curriculum_ds.corpus import build_stdlib_corpus
-from curriculum_ds.data import prepare, read_stream_info
-from curriculum_ds.demo import demo_ds_config
+from curriculum_ds.data import read_stream_info
+from curriculum_ds.demo import build_demo_data, demo_ds_config
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.loader import PhaseLoader
@@ -55,15 +54,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------------------------- data
 def build_data(out: Path) -> Path:
-    """The demo's two datamixes (``docstrings``, ``code``), reused when already prepared."""
-    data_dir = out / "data"
-    mixes = build_stdlib_corpus(out / "corpus")
-    for name, source in (("docstrings", mixes["easy"]), ("code", mixes["hard"])):
-        target = data_dir / name
-        if not (target / "curriculum_meta.json").is_file():
-            shutil.rmtree(target, ignore_errors=True)
-            prepare([source], target, max_seq_len=256)
-    return data_dir
+    """The demo's datamixes (``train/`` and ``val/``: ``docstrings``, ``code``), reused when
+    already prepared."""
+    return build_demo_data(out)
 
 
 def write_config(out: Path, data_dir: Path, *, max_duration: int, dynamic: bool) -> Path:
