@@ -17,7 +17,14 @@ from curriculum_ds.runlog import read_jsonl
 REPO = Path(__file__).resolve().parents[1]
 INTEGRATION = Path(__file__).resolve().parent / "integration"
 FAULT_FLAGS = frozenset(
-    {"--kill-after-step", "--kill-during-save", "--dump-state", "--dump-sample-losses"}
+    {
+        "--kill-after-step",
+        "--kill-during-save",
+        "--dump-state",
+        "--dump-sample-losses",
+        "--nan-loss",
+        "--sigterm-at",
+    }
 )
 """Flags of tests/integration/faulty_train.py: the reference loop with fault injection and a
 state dump."""
@@ -101,10 +108,10 @@ def launch(
     return run_launched(cmd, cwd=ds_config.parent, timeout=timeout, check=check)
 
 
-def ranks_env() -> dict[str, str]:
-    """The environment of the tests' launchers and ranks: ``launcher_env(cuda=False)`` (CUDA/NCCL
-    ranks when ``CURRICULUM_DS_TEST_CUDA=1``) with the repo's ``python/`` and
-    ``tests/integration/`` (the tests' own scripts) on PYTHONPATH."""
+def launched_env() -> dict[str, str]:
+    """The product's ``launcher_env(cuda=False)`` (CUDA/NCCL ranks when
+    ``CURRICULUM_DS_TEST_CUDA=1``, as bench/gpu_check.sh runs the exactness tests) with the repo's
+    ``python/`` and ``tests/integration/`` (the tests' own scripts) first on PYTHONPATH."""
     env = launcher_env(cuda=os.environ.get("CURRICULUM_DS_TEST_CUDA") == "1")
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
@@ -117,11 +124,11 @@ def run_launched(
 ) -> subprocess.CompletedProcess[str]:
     """Run a launcher (or plain python) command of the tests on CPU ranks (gloo).
 
-    The environment is :func:`ranks_env` (``CURRICULUM_DS_TEST_CUDA=1``: CUDA/NCCL ranks, as
+    The environment is :func:`launched_env` (``CURRICULUM_DS_TEST_CUDA=1``: CUDA/NCCL ranks, as
     bench/gpu_check.sh runs the exactness tests). Raises AssertionError with the output tails when
     ``check`` and the command fails.
     """
-    env = ranks_env()
+    env = launched_env()
     for _ in range(2):
         proc = subprocess.run(
             cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd

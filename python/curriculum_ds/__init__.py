@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 from curriculum_ds._native import __version__
 from curriculum_ds.errors import (
     BucketingError,
+    CheckpointError,
     ConfigError,
     CurriculumError,
     DataError,
     DownloadError,
+    NonFiniteLossError,
     ResumeError,
     SamplingError,
     StepError,
@@ -62,12 +64,14 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BucketSampler",
     "BucketingError",
+    "CheckpointError",
     "ConfigError",
     "Curriculum",
     "CurriculumError",
     "DataError",
     "DownloadError",
     "MicroBatch",
+    "NonFiniteLossError",
     "ResumeError",
     "RollingWindow",
     "SamplingError",

@@ -24,13 +24,16 @@ def locate_checkpoint(ckpt: Path) -> tuple[Path, str]:
 
     Raises:
         ResumeError: If ``ckpt`` does not exist, is neither, or its ``latest`` is not UTF-8 text
-            (names the file).
+            or does not name a tag folder beside it (names the file).
     """
     if not ckpt.exists():
         raise ResumeError(f"{ckpt}: no such folder")
     latest = ckpt / "latest"
     if latest.is_file():
-        return ckpt, _read_latest(latest)
+        tag = _read_latest(latest)
+        if not tag or "/" in tag or not (ckpt / tag).is_dir():
+            raise ResumeError(f"{latest} names {tag!r}, which is not a folder there")
+        return ckpt, tag
     if any(ckpt.glob("*model_states.pt")):
         return ckpt.parent, ckpt.name
     raise ResumeError(

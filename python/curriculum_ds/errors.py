@@ -10,10 +10,12 @@ from __future__ import annotations
 
 __all__ = [
     "BucketingError",
+    "CheckpointError",
     "ConfigError",
     "CurriculumError",
     "DataError",
     "DownloadError",
+    "NonFiniteLossError",
     "ResumeError",
     "SamplingError",
     "StepError",
@@ -45,6 +47,10 @@ class ResumeError(CurriculumError):
     """A checkpoint cannot be resumed under the current schedule (names the phase and field)."""
 
 
+class CheckpointError(CurriculumError):
+    """DeepSpeed could not write a checkpoint (names the tag folder; ``latest`` did not move)."""
+
+
 class DataError(CurriculumError):
     """Input data is missing, unreadable or malformed (names the file and the problem)."""
 
@@ -63,4 +69,11 @@ class StepError(CurriculumError):
     ``finish()`` before every micro-batch went backward, a micro-batch sent backward twice, a step
     drawn before the previous one finished, a checkpoint taken mid-step, or iteration past the end
     of the schedule.
+    """
+
+
+class NonFiniteLossError(CurriculumError):
+    """Too many optimizer steps in a row had a NaN/inf loss (``max_consecutive_nonfinite``).
+
+    None of those steps updated the model; the last checkpoint written stays ``latest``.
     """

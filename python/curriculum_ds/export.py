@@ -88,10 +88,8 @@ def consolidated_state_dict(checkpoint: str | os.PathLike[str]) -> tuple[Path, d
     path = Path(checkpoint)
     if not path.is_dir():
         raise ResumeError(f"{path}: no such checkpoint folder")
-    load_dir, tag = locate_checkpoint(path)
+    load_dir, tag = locate_checkpoint(path)  # refuses a `latest` naming no folder there
     tag_dir = load_dir / tag
-    if not tag_dir.is_dir():
-        raise ResumeError(f"{load_dir / 'latest'} names {tag!r}, which is not a folder there")
     _set_deepspeed_env()
     import torch
 

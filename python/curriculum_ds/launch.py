@@ -5,15 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from curriculum_ds.distributed import free_port, set_deepspeed_env, venv_bin_dir
 
-__all__ = ["build_command", "default_num_gpus", "launcher_env", "run_command"]
+__all__ = ["build_command", "default_num_gpus", "launcher_env", "run_command", "signal_ranks"]
 
 
 def _deepspeed_executable() -> str:
@@ -111,6 +112,36 @@ _GRACE_S = 10.0
 """Seconds the ranks get to stop on SIGTERM before SIGKILL, when the launching process died."""
 
 
+def signal_ranks(launcher_pid: int, signum: int) -> int:
+    """Send ``signum`` to the ranks under a DeepSpeed launcher, not to the launchers.
+
+    The ranks are the children of the per-node ``deepspeed.launcher.launch`` process somewhere
+    below ``launcher_pid``. The launchers are left alone: on SIGTERM DeepSpeed's ``launch.py``
+    kills its ranks 30 s later and exits 1 whatever they did, and the single-node ``deepspeed``
+    runner has no handler at all (it dies and leaves ``launch.py`` behind).
+
+    Returns:
+        How many processes were signalled (0 when the ranks are not started or already gone).
+    """
+    import psutil
+
+    num_signalled = 0
+    try:
+        tree = psutil.Process(launcher_pid).children(recursive=True)
+    except psutil.Error:
+        return 0
+    for proc in tree:
+        try:
+            if not any("deepspeed.launcher.launch" in part for part in proc.cmdline()):
+                continue
+            for rank in proc.children():
+                rank.send_signal(signum)
+                num_signalled += 1
+        except psutil.Error:  # gone meanwhile
+            continue
+    return num_signalled
+
+
 def run_command(cmd: Sequence[str], *, cuda: bool) -> int:
     """Run the launcher in the foreground; returns its exit code (negative: killed by a signal).
 
@@ -118,6 +149,10 @@ def run_command(cmd: Sequence[str], *, cuda: bool) -> int:
     watchdog process in it: when this process ends before the launcher does (``kill -9``
     included), the watchdog stops the whole group, so no rank is left running, reparented to
     init, writing into the run dir. Ctrl-C (or an exception here) stops the group the same way.
+
+    SIGTERM to this process (preemption: SLURM, Kubernetes) goes to the ranks alone
+    (:func:`signal_ranks`): they finish the step in progress, write its checkpoint and exit 0,
+    and so do the launchers after them; this returns their exit code.
     """
     env = launcher_env(cuda=cuda)
     if os.name != "posix":
@@ -132,7 +167,15 @@ def run_command(cmd: Sequence[str], *, cuda: bool) -> int:
     try:
         proc = subprocess.Popen(list(cmd), env=env, process_group=watchdog.pid)
         stop_group = True
-        code = proc.wait()
+
+        def forward(signum: int, frame: Any) -> None:
+            signal_ranks(proc.pid, signum)
+
+        previous = signal.signal(signal.SIGTERM, forward)
+        try:
+            code = proc.wait()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         stop_group = False
         return code
     finally:

@@ -12,7 +12,8 @@ log line every ``--log-interval`` steps when stderr is not a terminal or with ``
 (:mod:`curriculum_ds.progress`; a tqdm bar on a terminal), ``--keep-last N`` checkpoint tags
 (:func:`curriculum_ds.retention.prune_checkpoints`, rank 0, after ``save_checkpoint`` returned)
 and ``--export-final DIR`` (:func:`curriculum_ds.export.export_checkpoint`, rank 0, after the
-last save).
+last save). SIGTERM (preemption) ends the loop after the step in progress, with a checkpoint of
+it (``curriculum.stop_requested``), exit code 0.
 """
 
 from __future__ import annotations
@@ -149,7 +150,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run training; returns the process exit code (0 ok, 1 refused config/resume)."""
+    """Run training; returns the process exit code.
+
+    0: the schedule (or ``--max-steps``) is done, or SIGTERM stopped it after a step and its
+    checkpoint; 1: a refused config or resume, or ``curriculum.max_consecutive_nonfinite``
+    non-finite steps in a row (one line each).
+    """
     from curriculum_ds.checkpoint import read_curriculum_state, resume_target
     from curriculum_ds.config import load_config
     from curriculum_ds.distributed import LocalRankError, lock_run_dir
@@ -263,19 +269,28 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
                 refresh=False,
             )
         stop = args.max_steps is not None and curriculum.global_step >= args.max_steps
+        # SIGTERM on any rank (preemption): every rank sees it after the same step
+        preempted = curriculum.stop_requested
         interval = args.save_interval and curriculum.global_step % args.save_interval == 0
-        if interval or stop or curriculum.is_done:
+        if interval or stop or preempted or curriculum.is_done:
             curriculum.save_checkpoint(ckpt_dir)  # returns once `latest` has moved (barrier)
             if is_main and args.keep_last is not None:
                 prune_checkpoints(ckpt_dir, keep_last=args.keep_last)
-        if stop:
+        if preempted and is_main:
+            print(
+                f"curriculum_ds: SIGTERM: stopped after step {curriculum.global_step} with its "
+                f"checkpoint {ckpt_dir / f'global_step{curriculum.global_step}'}; continue with "
+                "--resume auto",
+                flush=True,
+            )
+        if stop or preempted:
             break
     curriculum.close()
     if bar is not None:
         bar.close()
     if log is not None:
         log.close()
-    if is_main and args.export_final is not None:
+    if is_main and args.export_final is not None and not curriculum.stop_requested:
         _export_final(args, run, ckpt_dir)  # after the last save; the other ranks wait below
     if log is not None:
         _print_summary(args, curriculum, start_step)
@@ -343,7 +358,8 @@ def _print_summary(args: argparse.Namespace, curriculum: Curriculum, start_step:
     num_skipped = curriculum.num_skipped_steps
     lines = [
         "",
-        f"curriculum_ds: finished at step {curriculum.global_step} ({num_steps} this run), "
+        f"curriculum_ds: {'stopped (SIGTERM)' if curriculum.stop_requested else 'finished'} "
+        f"at step {curriculum.global_step} ({num_steps} this run), "
         f"{curriculum.consumed_tokens:,} tokens, {curriculum.consumed_samples:,} samples",
         f"  metrics:     {run_dir / 'metrics.jsonl'}",
         f"  checkpoints: {run_dir / 'checkpoints'}",
@@ -352,6 +368,11 @@ def _print_summary(args: argparse.Namespace, curriculum: Curriculum, start_step:
         lines.append(
             f"  skipped:     {num_skipped} of {num_steps} steps "
             "(no loss-bearing tokens; `skipped` in metrics.jsonl)"
+        )
+    if curriculum.num_nonfinite_steps:
+        lines.append(
+            f"  non-finite:  {curriculum.num_nonfinite_steps} of {num_steps} steps updated "
+            "nothing (NaN/inf loss; `skip_reason` in metrics.jsonl)"
         )
     if curriculum.dynamic is not None:
         lines.append(

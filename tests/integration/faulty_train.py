@@ -10,6 +10,11 @@ Run by the launcher as ``--module faulty_train`` (tests/ on PYTHONPATH) with the
 * ``--kill-during-prune N``: SIGKILL rank 0 (the launcher then stops the others) while
   ``--keep-last`` deletes a tag after the save of step N: the tag is already renamed to its
   trash name and part of it is removed.
+* ``--nan-loss RANK:STEP[,STEP...]``: on dp rank RANK only, the logits of the first micro-batch
+  of each listed step are multiplied by NaN before ``step.backward`` (a NaN loss on one rank).
+* ``--sigterm-at RANK:STEP``: dp rank RANK sends itself SIGTERM while step STEP is in progress
+  (before its first micro-batch goes backward), and a second SIGTERM while the checkpoint that
+  the preemption writes is being published (``latest`` not yet moved).
 * ``--dump-state DIR``: when the run ends, write the full parameters (gathered under ZeRO-3) to
   ``DIR/params.pt`` and each rank's dynamic re-weighting state to ``DIR/rank{r}_dynamic.pt``;
   for a HF model also ``DIR/logits.pt``: the engine's logits on a fixed batch
@@ -32,7 +37,7 @@ from typing import Any
 
 import curriculum_ds.plugin as plugin
 from curriculum_ds import train
-from curriculum_ds.plugin import Curriculum, checkpoints
+from curriculum_ds.plugin import Curriculum, Step, checkpoints
 
 _captured: dict[str, Any] = {}
 
@@ -93,6 +98,46 @@ def install_kill_during_prune(step: int) -> None:
         remove(path)
 
     retention._remove_trash = remove_trash  # type: ignore[assignment]
+
+
+def install_nan_loss(spec: str) -> None:
+    """``RANK:STEP,STEP``: NaN logits in the first micro-batch of those steps on that rank."""
+    import torch.distributed as dist
+
+    rank_text, steps_text = spec.split(":")
+    rank, steps = int(rank_text), {int(s) for s in steps_text.split(",")}
+    backward = Step.backward
+
+    def nan_backward(self: Step, logits: Any, mb: Any, **kwargs: Any) -> Any:
+        first = mb is self.micro_batches[0]
+        if first and self.global_step in steps and dist.get_rank() == rank:
+            tensor = getattr(logits, "logits", logits)
+            logits = tensor * float("nan")  # still in the graph: the loss and gradients are NaN
+        return backward(self, logits, mb, **kwargs)
+
+    Step.backward = nan_backward  # type: ignore[method-assign]
+
+
+def install_sigterm(spec: str) -> None:
+    """``RANK:STEP``: SIGTERM to this process mid-step, and again during the preemption save."""
+    import torch.distributed as dist
+
+    rank_text, step_text = spec.split(":")
+    rank, step = int(rank_text), int(step_text)
+    backward, publish = Step.backward, checkpoints.publish_latest
+
+    def sigterm_backward(self: Step, logits: Any, mb: Any, **kwargs: Any) -> Any:
+        if mb is self.micro_batches[0] and self.global_step == step and dist.get_rank() == rank:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return backward(self, logits, mb, **kwargs)
+
+    def publish_latest(save_dir: Path, tag: str) -> None:
+        if tag == f"global_step{step}" and dist.get_rank() == rank:
+            os.kill(os.getpid(), signal.SIGTERM)  # a second one, during the save
+        publish(save_dir, tag)
+
+    Step.backward = sigterm_backward  # type: ignore[method-assign]
+    checkpoints.publish_latest = publish_latest
 
 
 def dump_logits(engine: Any, out: Path) -> None:
@@ -164,8 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kill-during-prune", type=int)
     p.add_argument("--dump-state", type=Path)
     p.add_argument("--dump-sample-losses", type=Path)
+    p.add_argument("--nan-loss")
+    p.add_argument("--sigterm-at")
     faults, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
     install(faults.kill_after_step, faults.kill_during_save)
+    if faults.sigterm_at is not None:
+        install_sigterm(faults.sigterm_at)
+    if faults.nan_loss is not None:
+        install_nan_loss(faults.nan_loss)
     if faults.kill_during_prune is not None:
         install_kill_during_prune(faults.kill_during_prune)
     if faults.dump_sample_losses is not None:

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 from helpers import (
     launch,
+    launched_env,
     make_dataset,
     metrics,
     ragged_docs,
-    ranks_env,
     trace,
     write_ds_config,
 )
@@ -51,7 +51,7 @@ def _two_nodes(cfg: Path, run_dir: Path, tmp: Path, cache: Path, *extra: str) ->
     for node in range(NODES):
         node_tmp = tmp / f"node{node}_tmp"
         node_tmp.mkdir(parents=True, exist_ok=True)
-        env = ranks_env()
+        env = launched_env()
         env["TMPDIR"] = str(node_tmp)  # the node's own /tmp
         env["CACHE"] = str(cache)
         env["NODE_CACHE"] = str(_node_cache(cache, node))

@@ -18,7 +18,10 @@ no distributed state:
   ``"auto"``), and ``optimizer.params`` must hold no ``"auto"``;
 * an enabled monitor (``tensorboard``, ``wandb``, ``comet``) needs its package installed;
 * a ``scheduler`` beside ``curriculum.lr_schedule`` is refused (:func:`lr_schedule_conflicts`):
-  both would set the learning rate.
+  both would set the learning rate;
+* DeepSpeed's own curricula beside ours are refused (:func:`curriculum_conflicts`): the legacy
+  top-level ``curriculum_learning`` and an enabled
+  ``data_efficiency.data_sampling.curriculum_learning``; two curricula would drive the data.
 
 Every problem is one line; all are returned. Importing DeepSpeed sets ``DS_ACCELERATOR=cpu``
 without CUDA first (:func:`curriculum_ds.distributed.set_deepspeed_env`), so no CUDA warning is
@@ -44,6 +47,7 @@ from curriculum_ds.config.messages import show_value, validation_error_lines
 
 __all__ = [
     "MONITOR_PACKAGES",
+    "curriculum_conflicts",
     "deepspeed_config_errors",
     "known_top_level_keys",
     "lr_schedule_conflicts",
@@ -174,6 +178,43 @@ def _monitor_errors(ds_config: Mapping[str, Any]) -> list[str]:
                 f"{key}.enabled: the {key} monitor needs the Python package {package!r}, "
                 f"which is not installed (pip install {package}, or set enabled to false)"
             )
+    return errors
+
+
+LEGACY_CURRICULUM_KEY = "curriculum_learning"
+"""DeepSpeed's legacy top-level curriculum block (removed upstream, DeepSpeed issue #8489)."""
+
+
+def curriculum_conflicts(ds_config: Mapping[str, Any]) -> dict[str, str]:
+    """DeepSpeed's curricula in a ds_config that also has our ``curriculum`` section.
+
+    Refused: a top-level ``curriculum_learning`` (DeepSpeed's legacy curriculum, whatever its
+    value) and ``data_efficiency.data_sampling.curriculum_learning.enabled: true`` (DeepSpeed's
+    data-efficiency curriculum). Deterministic.
+
+    Args:
+        ds_config: the DeepSpeed part (without ``curriculum``).
+
+    Returns:
+        ``{top-level key: one line naming the key}``, empty when there is no conflict (the
+        caller leaves those keys out of DeepSpeed's own checks, which would only add noise).
+    """
+    errors = {}
+    if LEGACY_CURRICULUM_KEY in ds_config:
+        errors[LEGACY_CURRICULUM_KEY] = (
+            f"{LEGACY_CURRICULUM_KEY}: DeepSpeed's legacy curriculum beside the curriculum "
+            "section (two curricula would drive the data); remove it, the curriculum section "
+            "replaces it"
+        )
+    block: Any = ds_config.get("data_efficiency")
+    for key in ("data_sampling", "curriculum_learning"):
+        block = block.get(key) if isinstance(block, Mapping) else None
+    if isinstance(block, Mapping) and block.get("enabled") is True:
+        errors["data_efficiency"] = (
+            "data_efficiency.data_sampling.curriculum_learning.enabled: DeepSpeed's "
+            "data-efficiency curriculum beside the curriculum section (two curricula would "
+            "drive the data); set it to false or remove the block"
+        )
     return errors
 
 
@@ -356,14 +397,21 @@ def deepspeed_config_errors(ds_config: Mapping[str, Any], *, build: bool = True)
         errors += _scheduler_errors(ds_config)
         if not build:
             return errors
-        from deepspeed.runtime.config import DeepSpeedConfig
+        from deepspeed.runtime.config import DeepSpeedConfig, DeepSpeedConfigError
 
         checked = {k: v for k, v in ds_config.items() if k != "train_batch_size"}
         try:
             DeepSpeedConfig(checked)
         except ValidationError as exc:
             errors += _validation_errors(exc, ds_config)
-        except (AssertionError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        except (
+            AssertionError,
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            DeepSpeedConfigError,  # e.g. a key DeepSpeed removed ("elasticity")
+        ) as exc:
             errors.append(_plain_error(exc, ds_config))
     return errors
 
@@ -372,6 +420,9 @@ def _plain_error(exc: Exception, ds_config: Mapping[str, Any]) -> str:
     """A DeepSpeed assertion or ValueError as one line, naming the first key it mentions."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     text = text.removeprefix("DeepSpeedConfig: ")
+    for key in ds_config:  # a key the message quotes first ("the 'elasticity' block")
+        if f"'{key}'" in text or f'"{key}"' in text:
+            return f"{key}: {text}"
     for key in ds_config:
         if re.search(rf"\b{re.escape(key)}\b", text):
             return f"{key}: {text}"

@@ -443,6 +443,10 @@ class CurriculumConfig(_Model):
     (or a ds_config ``scheduler``, which cannot be combined with this)."""
     eval: EvalConfig | None = None
     """Held-out evaluation (:class:`EvalConfig`); None: no evaluation."""
+    max_consecutive_nonfinite: int = Field(default=3, ge=1)
+    """Optimizer steps in a row whose global loss (or, under ZeRO/bf16, gradient norm) is NaN or
+    infinite after which the run stops (``NonFiniteLossError``); each such step updates
+    nothing. Counted per process from its start or resume."""
 
     @model_validator(mode="after")
     def _check_schedule(self) -> CurriculumConfig:

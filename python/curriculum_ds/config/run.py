@@ -223,13 +223,20 @@ def load_config(
         raise ConfigError(f"{path}: expected a JSON object at the top level, got {show_value(raw)}")
     # every problem of the file at once, one line each: unknown top-level keys (a misspelt
     # "curriculum" among them), the curriculum section, DeepSpeed's part
-    from curriculum_ds.config.deepspeed import lr_schedule_conflicts
+    from curriculum_ds.config.deepspeed import (
+        curriculum_conflicts,
+        lr_schedule_conflicts,
+    )
     from curriculum_ds.preflight import check_model_context, deepspeed_config_errors
 
     ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
-    errors = _batch_key_errors(ds_config)
-    # DeepSpeed's own batch assertions would repeat a bad batch key less clearly
-    errors += deepspeed_config_errors(ds_config, build=not errors)
+    conflicts = curriculum_conflicts(ds_config)
+    batch_errors = _batch_key_errors(ds_config)
+    errors = [*conflicts.values(), *batch_errors]
+    # DeepSpeed's own batch assertions would repeat a bad batch key less clearly, and its
+    # checks of a refused curriculum block would only add noise
+    checked = {k: v for k, v in ds_config.items() if k not in conflicts}
+    errors += deepspeed_config_errors(checked, build=not batch_errors)
     errors += lr_schedule_conflicts(ds_config, raw.get("curriculum"))
     curriculum: CurriculumConfig | None = None
     if "curriculum" in raw:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch.distributed as dist
 
 from curriculum_ds.checkpoint import locate_checkpoint, model_states, read_curriculum_state
-from curriculum_ds.errors import ResumeError
+from curriculum_ds.errors import CheckpointError, ResumeError
 from curriculum_ds.plugin import universal
 from curriculum_ds.resume_rules import check_resume
 
@@ -27,10 +27,32 @@ __all__ = ["find", "global_batch_note", "load", "publish_latest", "save"]
 
 
 def save(engine: Any, save_dir: Path, tag: str, client_state: dict[str, Any]) -> Path:
-    """``engine.save_checkpoint(save_dir, tag)`` then :func:`publish_latest`. Collective."""
-    engine.save_checkpoint(str(save_dir), tag=tag, save_latest=False, client_state=client_state)
+    """``engine.save_checkpoint(save_dir, tag)`` then :func:`publish_latest`. Collective.
+
+    Raises:
+        CheckpointError: DeepSpeed could not write the tag (a full disk, no permission, a file
+            where a folder should be): one line naming it; ``latest`` has not moved.
+    """
+    try:
+        engine.save_checkpoint(str(save_dir), tag=tag, save_latest=False, client_state=client_state)
+    except Exception as exc:
+        raise CheckpointError(
+            f"{save_dir / tag}: DeepSpeed could not write this checkpoint ({_detail(exc)}); "
+            "`latest` still names the previous one"
+        ) from None
     publish_latest(save_dir, tag)
     return save_dir / tag
+
+
+def _detail(exc: BaseException) -> str:
+    """An exception's type and first two lines, at most 240 characters.
+
+    Two lines: torch's "Error(s) in loading state_dict for X:" is followed by the keys that differ.
+    """
+    text = str(exc).strip()
+    detail = " ".join(line.strip() for line in text.splitlines()[:2])
+    detail = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    return detail if len(detail) <= 240 else detail[:237] + "..."
 
 
 def publish_latest(save_dir: Path, tag: str) -> None:
@@ -74,7 +96,8 @@ def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dic
 
     Raises:
         ResumeError: the resume rules refuse it (the engine is untouched then), its files cannot
-            be read, or DeepSpeed cannot load it into this engine (e.g. another model's).
+            be read, or DeepSpeed cannot load it into this engine (another model's, a missing or
+            truncated file, a data-parallel world size it cannot take): one line naming it.
     """
     _, saved = read_curriculum_state(load_dir / tag)
     if saved is not None:
@@ -85,14 +108,10 @@ def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dic
             load_path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
         else:
             load_path, client_state = universal.load(engine, load_dir, universal_tag)
-    except (RuntimeError, KeyError, ValueError) as exc:  # e.g. another model's parameters
-        # torch's "Error(s) in loading state_dict for X:" is followed by the keys that differ
-        detail = " ".join(line.strip() for line in str(exc).strip().splitlines()[:2])
-        detail = detail or type(exc).__name__
-        if len(detail) > 240:
-            detail = detail[:237] + "..."
+    except Exception as exc:
         raise ResumeError(
-            f"{load_dir / tag}: DeepSpeed cannot load this checkpoint into this engine ({detail})"
+            f"{load_dir / tag}: DeepSpeed cannot load this checkpoint into this engine "
+            f"({_detail(exc)})"
         ) from None
     if load_path is None:
         raise ResumeError(f"{load_dir / tag}: DeepSpeed could not load this checkpoint")

@@ -28,6 +28,8 @@ from curriculum_ds.lr_schedule import LRSchedule, apply_lr
 from curriculum_ds.monitoring import CurriculumMonitor
 from curriculum_ds.plugin import checkpoints
 from curriculum_ds.plugin.evaluation import Evaluator
+from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
+from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.resume_rules import check_resume
 from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
@@ -67,6 +69,13 @@ class Curriculum:
         consumed_tokens / consumed_samples: non-padding input tokens and samples consumed, global.
         progress: cumulative progress in the schedule's unit (int tokens, or a Fraction of
             passes for ``ep``).
+        stop_requested: True once a rank of the run received SIGTERM (preemption), from the
+            :meth:`Step.finish` of the step during which (or after which) it arrived, on every
+            rank at the same step. The loop should then ``save_checkpoint`` and leave; one that
+            does not look at it leaves its ``for`` at the next draw (iteration stops).
+        stop_signal: the SIGTERM handler of this process
+            (:class:`~curriculum_ds.plugin.preemption.StopSignal`), installed when the curriculum
+            is built (main thread only) and removed by :meth:`close` or when iteration ends.
         num_skipped_steps: steps of this process without loss-bearing tokens.
         evaluator: the held-out evaluation (``curriculum.eval``), or None without one; see
             :attr:`eval_due` and :meth:`evaluate`.
@@ -74,6 +83,11 @@ class Curriculum:
             ``wandb`` or ``csv_monitor``, the :class:`~curriculum_ds.monitoring.
             CurriculumMonitor` that every finished step (and re-weighting recompute) is written
             to (``curriculum/...`` tags), and every :meth:`evaluate` row. None otherwise.
+        num_nonfinite_steps: steps of this process that applied no update because their global
+            loss (or gradient norm) was NaN/inf (``skip_reason`` in the step's record).
+        consecutive_nonfinite_steps: how many of those came last, in a row; at
+            ``curriculum.max_consecutive_nonfinite`` the next draw or ``save_checkpoint`` raises
+            :class:`~curriculum_ds.errors.NonFiniteLossError`.
     """
 
     def __init__(self, engine: Any, run: RunConfig) -> None:
@@ -99,12 +113,16 @@ class Curriculum:
         self.progress: Progress = self._zero()
         self.num_skipped_steps = 0
         self.monitor = CurriculumMonitor.for_engine(engine)
+        self.num_nonfinite_steps = 0
+        self.consecutive_nonfinite_steps = 0
         self.resumed_from: Path | None = None
         self._loader: PhaseLoader | None = None
         # what the next phase loader built restores (then None): set by a resume
         self._pending_loader: dict[str, Any] | None = None
         self._pending_dynamic: dict[str, Any] | None = None
         self._step: Step | None = None  # drawn and not finished
+        self.stop_requested = False
+        self.stop_signal = StopSignal()
         self._exhausted = False
         self._last_time: float | None = None
         self.evaluator = (
@@ -147,15 +165,22 @@ class Curriculum:
         """Draw the next optimizer step (collective: every rank draws the same global batch).
 
         Raises:
-            StopIteration: the schedule has just ended (``max_duration`` reached).
+            StopIteration: the schedule has just ended (``max_duration`` reached), or
+                :attr:`stop_requested` (SIGTERM) is set.
             StepError: the previous step was not finished, or the schedule had already ended
                 and the iteration goes on.
+            NonFiniteLossError: the last ``curriculum.max_consecutive_nonfinite`` steps all had a
+                NaN/inf loss.
         """
         if self._step is not None and not self._step.finished:
             raise StepError(
                 f"step {self._step.global_step} was not finished: call step.finish() before "
                 "drawing the next step"
             )
+        self._check_nonfinite_limit()
+        if self.stop_requested:  # preempted, and the loop did not stop by itself
+            self.close()
+            raise StopIteration
         if self.is_done:
             self._close_loader()
             if self._exhausted:
@@ -164,6 +189,7 @@ class Curriculum:
                     f"at step {self.global_step}): nothing left to iterate"
                 )
             self._exhausted = True
+            self.stop_signal.restore()  # SIGTERM is the default again once the loop is over
             raise StopIteration
         loader = self._phase_loader()
         probs = self.dynamic.probs if self.dynamic is not None else None
@@ -225,13 +251,20 @@ class Curriculum:
             self._loader = None
 
     def close(self) -> None:
-        """Release the current phase's streams (their shared memory). Safe to call twice."""
+        """Release the phase's streams (shared memory) and SIGTERM's handler. Safe twice."""
         self._close_loader()
+        self.stop_signal.restore()
 
     def _complete_step(
-        self, step: Step, result: dict[str, Any], sample_losses: npt.NDArray[np.float64] | None
+        self,
+        step: Step,
+        result: dict[str, Any],
+        sample_losses: npt.NDArray[np.float64] | None,
+        *,
+        stop_requested: bool,
     ) -> dict[str, Any]:
         """Called by :meth:`Step.finish`: advance the counters, re-weight, build the record."""
+        self.stop_requested = self.stop_requested or stop_requested
         loader = self._loader
         assert loader is not None  # a step in flight has its loader
         num_samples = len(step.samples)
@@ -243,7 +276,13 @@ class Curriculum:
             self.progress += step.step_tokens
         else:
             self.progress += Fraction(num_samples, loader.samples_per_pass)
-        self.num_skipped_steps += int(result["skipped"])
+        reason = result["skip_reason"]
+        self.num_skipped_steps += int(reason == "no_loss_tokens")
+        if reason in ("nonfinite_loss", "nonfinite_grad_norm"):
+            self.num_nonfinite_steps += 1
+            self.consecutive_nonfinite_steps += 1
+        elif reason is None:
+            self.consecutive_nonfinite_steps = 0
         self._last_span = (progress_before, self.progress, step.phase_idx, step.phase_name)
         if self.dynamic is not None and sample_losses is not None:
             self.dynamic.observe(step.samples, sample_losses)
@@ -270,6 +309,7 @@ class Curriculum:
             **{k: result[k] for k in ("loss", "token_loss", "aux_loss", "valid_tokens")},
             "step_tokens": step.step_tokens,
             "skipped": result["skipped"],
+            "skip_reason": reason,
             "step_applied": result["step_applied"],
             "lr": step.lr,
             "tokens_per_s": round(step.step_tokens / max(elapsed, 1e-9), 1),
@@ -440,6 +480,13 @@ class Curriculum:
                 ) from None
         return list(plan.notes)
 
+    def _check_nonfinite_limit(self) -> None:
+        check_nonfinite_limit(
+            self.consecutive_nonfinite_steps,
+            self.config.max_consecutive_nonfinite,
+            global_step=self.global_step,
+        )
+
     def _check_between_steps(self, what: str) -> None:
         if self._step is not None and not self._step.finished:
             raise StepError(
@@ -466,8 +513,11 @@ class Curriculum:
 
         Raises:
             StepError: a step is in flight (nothing is written).
+            NonFiniteLossError: the last ``curriculum.max_consecutive_nonfinite`` steps all had a
+                NaN/inf loss (nothing is written: the last good checkpoint stays ``latest``).
         """
         self._check_between_steps("save_checkpoint")
+        self._check_nonfinite_limit()
         state = {**(client_state or {}), "curriculum": self.state_dict()}
         tag = f"global_step{self.global_step}"
         return checkpoints.save(self.engine, Path(save_dir), tag, state)

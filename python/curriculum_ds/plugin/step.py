@@ -10,6 +10,7 @@ scale_micro_batch_loss` is the one place that owns the scaling.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from curriculum_ds.loss import (
     per_sample_token_losses,
     scale_micro_batch_loss,
 )
+from curriculum_ds.plugin.nonfinite import any_rank, update_skipped
 from curriculum_ds.plugin.streams import StreamAccounting
 
 if TYPE_CHECKING:
@@ -55,6 +57,15 @@ class Step:
             micro-batches): the normaliser of the token-weighted loss.
         skipped: True when ``global_valid_tokens == 0``: no micro-batch on any rank bears a loss,
             so ``backward`` only records and the model is not updated (the samples still count).
+            After :meth:`finish`, also True for a non-finite step (:attr:`skip_reason`).
+        nonfinite: True once the step's last micro-batch went backward if the step's global
+            loss (any micro-batch's token-loss sum or ``aux_loss`` on any rank) is NaN or
+            infinite: DeepSpeed's step then applies no update on any rank (weights, optimizer
+            state and lr scheduler unchanged, the gradients discarded).
+        skip_reason: after :meth:`finish`, why the model was not updated: ``"no_loss_tokens"``,
+            ``"nonfinite_loss"``, ``"nonfinite_grad_norm"`` (DeepSpeed found a NaN/inf gradient
+            norm under ZeRO or bf16 and skipped the update itself; not counted under fp16, where
+            that is the loss scaler's ordinary overflow), or None.
         reweighting: after :meth:`finish`, the dynamic re-weighting's history record when this
             step recomputed the bucket weights (``curriculum_history.jsonl`` fields), else None.
         sample_losses: after :meth:`finish` with dynamic re-weighting on (which gathers them), the
@@ -99,6 +110,11 @@ class Step:
         )
         self.global_valid_tokens = int(self._global_valid.item())  # one host sync: decides a skip
         self.skipped = self.global_valid_tokens == 0
+        self.nonfinite = False
+        self.skip_reason: str | None = "no_loss_tokens" if self.skipped else None
+        # > 0 once one of this rank's micro-batch losses (or aux terms) is NaN/inf; kept on
+        # device, read once at the step's last micro-batch (after one all-reduce)
+        self._local_nonfinite = torch.zeros((), dtype=torch.float64, device=self._device)
         # what DeepSpeed divides the summed gradients by (dp_world_size but for config corners)
         self._grad_divisor = engine_grad_divisor(engine, dp_world_size=self._dp_world_size)
         per_rank = len(samples) // self._dp_world_size
@@ -116,8 +132,9 @@ class Step:
         )
         self.sample_losses: npt.NDArray[np.float64] | None = None
         # this rank's [sum of micro-batch mean losses / GAS, sum of aux_loss values, number of
-        # aux_loss values given]; the token losses are summed per stream (StreamAccounting)
-        self._stats = torch.zeros(3, dtype=torch.float64, device=self._device)
+        # aux_loss values given, 1 if this rank was asked to stop (SIGTERM)]; the token losses
+        # are summed per stream (StreamAccounting); finish()'s one all-reduce sums them all
+        self._stats = torch.zeros(4, dtype=torch.float64, device=self._device)
         self._done = [False] * len(self.micro_batches)
         self._finished = False
         self.reweighting: dict[str, Any] | None = None
@@ -284,7 +301,17 @@ class Step:
                 loss = loss + aux_loss * aux_scale
             # token mode: our factor is the whole normalisation, so DeepSpeed's 1/GAS is off
             engine.backward(loss, scale_wrt_gas=(self._mode == "sample"))
-            engine.step()
+            with torch.no_grad():
+                self._local_nonfinite += (~torch.isfinite(loss.detach())).double().sum()
+            if sum(self._done) == num_micro_batches - 1:  # the accumulation boundary
+                # every rank agrees (one all-reduce) before DeepSpeed's step, which either
+                # updates everywhere or nowhere
+                self.nonfinite = any_rank(self._local_nonfinite, collective=self._collective)
+            if self.nonfinite:
+                with update_skipped(engine):
+                    engine.step()
+            else:
+                engine.step()
         self._done[mb_idx] = True
         with torch.no_grad():
             lo = mb_idx * len(num_valid)
@@ -313,22 +340,26 @@ class Step:
         """End the step: global loss, counters, dynamic weights, exact phase boundary.
 
         Collective: every rank calls it once, after every one of its micro-batches went
-        backward. The phase swap itself happens when the next step is drawn.
+        backward. The phase swap itself happens when the next step is drawn. Its one all-reduce
+        also carries each rank's SIGTERM flag: afterwards ``curriculum.stop_requested`` is the
+        same on every rank.
 
         Returns:
             The ``metrics.jsonl`` row: ``step``, ``phase``, ``phase_name``, ``tokens``
             (cumulative non-padding input tokens, global), ``samples`` (cumulative, global),
             ``progress`` (exact text in the schedule's unit), ``loss`` (what the optimizer saw,
             nats: the token-mean loss plus ``aux_loss``; None when skipped), ``token_loss`` (the
-            token mean alone), ``aux_loss`` (the mean of the ``aux_loss`` terms over every
-            micro-batch of the step on every rank, a micro-batch without one counting 0; None
-            when no micro-batch had one), ``valid_tokens``, ``step_tokens``,
-            ``skipped``, ``step_applied`` (False also for a fp16 overflow step DeepSpeed did not
-            apply), ``lr``, ``tokens_per_s``, ``phase_epochs`` and ``streams``: ``{name:
+            token mean alone; None when NaN/inf), ``aux_loss`` (the mean of the ``aux_loss``
+            terms over every micro-batch of the step on every rank, a micro-batch without one
+            counting 0; None when no micro-batch had one, or NaN/inf), ``valid_tokens``,
+            ``step_tokens``, ``skipped`` (the model was not updated), ``skip_reason`` (see
+            :attr:`skip_reason`), ``step_applied`` (False also for a fp16 overflow step DeepSpeed
+            did not apply), ``lr``, ``tokens_per_s``, ``phase_epochs`` and ``streams``: ``{name:
             {"samples", "tokens", "loss"}}`` for every stream of the phase, the step's samples
             and non-padding input tokens from that stream (the tokens sum to ``step_tokens``)
             and its token-mean loss (nats) over its loss-bearing tokens on all ranks (None when
-            it has none in this step, e.g. no sample). The same on every rank.
+            it has none in this step, e.g. no sample, or when NaN/inf). Strict JSON (no NaN).
+            The same on every rank.
 
         Raises:
             StepError: a micro-batch has not gone backward, or the step is already finished
@@ -344,17 +375,22 @@ class Step:
                 "(step.backward(logits, mb) for each of step.micro_batches)"
             )
         self._check_engine_untouched(len(self._done))
-        # the step's statistics and the per-stream loss sums: one all-reduce, one host copy
+        self._stats[3] = float(self._curriculum.stop_signal.received is not None)
+        # the step's statistics, the stop flag and the per-stream loss sums: one all-reduce, one
+        # host copy
         stats = torch.cat(
             [self._stats, self._streams.local_sums(self._sample_sums, self._sample_valid)]
         )
         if self._collective:
             dist.all_reduce(stats)
         stats = stats.cpu()
-        streams = self._streams.records(stats[3:])
+        stop_requested = float(stats[3]) > 0  # the same on every rank
+        streams = self._streams.records(stats[4:])
+        for record in streams.values():
+            record["loss"] = _finite_or_none(record["loss"])
         num_valid = self.global_valid_tokens
         # the step's token losses over all ranks: the sum of the streams' sums
-        token_loss = self._streams.loss_sum(stats[3:]) / num_valid if num_valid else None
+        token_loss = self._streams.loss_sum(stats[4:]) / num_valid if num_valid else None
         sample_loss = float(stats[0]) / self._dp_world_size
         num_terms = len(self.micro_batches) * self._dp_world_size
         aux = float(stats[1]) / num_terms if float(stats[2]) > 0 else None
@@ -379,16 +415,26 @@ class Step:
         loss = token_loss if self._mode == "token" else sample_loss
         if loss is not None and aux is not None:
             loss += aux
+        applied = (not self.skipped) and bool(engine.was_step_applied())
+        if self.nonfinite:
+            self.skip_reason = "nonfinite_loss"
+        elif not self.skipped and not applied and not engine.fp16_enabled():
+            # DeepSpeed skipped the update itself: a NaN/inf gradient norm (ZeRO, bf16)
+            self.skip_reason = "nonfinite_grad_norm"
+        self.skipped = self.skip_reason is not None
         result = {
-            "loss": None if self.skipped else loss,
-            "token_loss": token_loss,
-            "aux_loss": aux,
+            "loss": None if self.skipped else _finite_or_none(loss),
+            "token_loss": _finite_or_none(token_loss),
+            "aux_loss": _finite_or_none(aux),
             "valid_tokens": num_valid,
             "skipped": self.skipped,
-            "step_applied": (not self.skipped) and bool(engine.was_step_applied()),
+            "skip_reason": self.skip_reason,
+            "step_applied": applied,
             "streams": streams,
         }
-        return self._curriculum._complete_step(self, result, gathered)
+        return self._curriculum._complete_step(
+            self, result, gathered, stop_requested=stop_requested
+        )
 
     @property
     def finished(self) -> bool:
@@ -407,6 +453,11 @@ class Step:
             "phase": self.phase_idx,
             "samples": [[names[s], int(i)] for s, i in self.samples],
         }
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    """``value``, or None when it is None, NaN or infinite (metrics rows are strict JSON)."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _optimizer_lr(engine: Any) -> float:

@@ -1,0 +1,150 @@
+"""Issue 13 item 2 through real 2-rank DeepSpeed runs on CPU (gloo): SIGTERM is a preemption.
+
+One run ("B") is preempted twice and resumed with ``--resume auto`` each time:
+
+1. SIGTERM reaches ONE rank mid-step 3 (``faulty_train --sigterm-at 1:3``, as SLURM or a kubelet
+   signals a rank), and a second SIGTERM arrives while its checkpoint is published: both ranks
+   finish step 3, write ``global_step3``, move ``latest`` to it and exit 0;
+2. SIGTERM to the front door ``curriculum-ds launch`` (the launcher, as Kubernetes signals PID 1)
+   once a step past 4 is logged: it goes to the ranks, which stop after the step in progress with
+   its checkpoint, and the launcher exits 0;
+3. the last resume runs to the end.
+
+Its sample trace, losses and re-weighting history equal the uninterrupted run A's, step for step.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import (
+    history,
+    launch,
+    launched_env,
+    make_dataset,
+    metrics,
+    ragged_docs,
+    trace,
+    write_ds_config,
+)
+
+from curriculum_ds.runlog import read_jsonl
+
+pytestmark = pytest.mark.distributed
+
+NUM_STEPS = 14
+
+
+def _curriculum(data: Path) -> dict[str, Any]:
+    return {
+        "max_duration": "14ep",  # 14 steps: a pass is one global batch (epoch_size)
+        "seed": 5,
+        "schedule": [
+            {
+                "name": "a",
+                "duration": "14ep",
+                "train_loader": {
+                    "streams": [{"local": str(data)}],
+                    "max_seq_len": 48,
+                    "epoch_size": 8,  # one pass = one step of 8 samples
+                },
+            }
+        ],
+        "dynamic": {
+            "enabled": True,
+            "num_buckets": 2,
+            "window": 64,
+            "recompute_every_n_steps": 2,
+        },
+    }
+
+
+def _front_door_until(cfg: Path, run: Path, min_step: int) -> tuple[int, str]:
+    """``curriculum-ds launch ... --resume auto``; SIGTERM to it once ``min_step`` is logged."""
+    env = launched_env()
+    cmd = [sys.executable, "-m", "curriculum_ds.cli", "launch", str(cfg), "--num-gpus", "2"]
+    cmd += ["--", "--run-dir", str(run), "--resume", "auto", "--trace-samples", "--no-progress"]
+    with subprocess.Popen(
+        cmd, env=env, cwd=cfg.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            rows = read_jsonl(run / "metrics.jsonl")
+            if rows and rows[-1]["step"] >= min_step:
+                proc.send_signal(signal.SIGTERM)
+                break
+            time.sleep(0.05)
+        out, _ = proc.communicate(timeout=600)
+        return proc.returncode, out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("preemption")
+    data = make_dataset(root, "d", ragged_docs(64, seed=4, max_len=46), max_seq_len=48)
+    cfg = write_ds_config(root / "ds.json", _curriculum(data), zero_optimization={"stage": 1})
+    a, b = root / "A", root / "B"
+    launch(cfg, a, "--trace-samples")
+    first = launch(cfg, b, "--trace-samples", "--sigterm-at", "1:3")
+    after_first = {
+        "latest": (b / "checkpoints" / "latest").read_text(),
+        "steps": [r["step"] for r in metrics(b)],
+    }
+    code, out = _front_door_until(cfg, b, 5)
+    after_second = {
+        "latest": (b / "checkpoints" / "latest").read_text(),
+        "steps": [r["step"] for r in metrics(b)],
+    }
+    third = launch(cfg, b, "--resume", "auto", "--trace-samples")
+    return {
+        "A": a,
+        "B": b,
+        "first": first,
+        "after_first": after_first,
+        "second": (code, out),
+        "after_second": after_second,
+        "third": third,
+    }
+
+
+def test_sigterm_to_one_rank_checkpoints_the_step_and_exits_0(runs: dict[str, Any]) -> None:
+    first = runs["first"]
+    assert first.returncode == 0
+    assert "SIGTERM: stopped after step 3" in first.stdout
+    assert "stopped (SIGTERM) at step 3 (3 this run)" in first.stdout
+    assert runs["after_first"] == {"latest": "global_step3", "steps": [1, 2, 3]}
+
+
+def test_sigterm_to_the_launcher_checkpoints_the_step_and_exits_0(runs: dict[str, Any]) -> None:
+    code, out = runs["second"]
+    assert code == 0, out[-3000:]
+    steps = runs["after_second"]["steps"]
+    assert 5 <= steps[-1] < NUM_STEPS, steps  # stopped early, at a step boundary
+    assert steps == list(range(1, steps[-1] + 1))
+    assert runs["after_second"]["latest"] == f"global_step{steps[-1]}"
+    assert f"SIGTERM: stopped after step {steps[-1]}" in out
+
+
+def test_continuation_equals_the_uninterrupted_run(runs: dict[str, Any]) -> None:
+    assert runs["third"].returncode == 0
+    assert "finished at step 14" in runs["third"].stdout
+    a, b = runs["A"], runs["B"]
+    assert len(trace(a)) == NUM_STEPS
+    assert trace(b) == trace(a)  # step for step, sample for sample
+    ma, mb = metrics(a), metrics(b)
+    assert [r["step"] for r in mb] == [r["step"] for r in ma]
+    for ra, rb in zip(ma, mb, strict=True):
+        assert (ra["tokens"], ra["samples"]) == (rb["tokens"], rb["samples"])
+        assert math.isclose(rb["loss"], ra["loss"], rel_tol=1e-5), (ra, rb)
+    keys = ("step", "weights", "scores", "edges", "bucket_counts", "window_size")
+    assert len(history(a)) == NUM_STEPS // 2
+    assert [{k: r.get(k) for k in keys} for r in history(b)] == [
+        {k: r.get(k) for k in keys} for r in history(a)
+    ]
