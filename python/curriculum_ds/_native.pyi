@@ -14,6 +14,8 @@ __all__ = [
     "WeightedSampler",
     "__version__",
     "assign_buckets",
+    "blend_samples",
+    "blend_tokens",
     "bucket_edges",
     "epoch_permutation",
     "sample_without_replacement",
@@ -33,6 +35,16 @@ def sample_without_replacement(
     weights: NDArray[np.float64], k: int, seed: int
 ) -> NDArray[np.int64]: ...
 def epoch_permutation(n: int, seed: int, epoch: int) -> NDArray[np.int64]: ...
+def blend_samples(
+    proportions: NDArray[np.float64], counts: NDArray[np.int64], start: int, n: int
+) -> NDArray[np.int64]: ...
+def blend_tokens(
+    proportions: NDArray[np.float64],
+    tokens: NDArray[np.int64],
+    lengths: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    n: int,
+) -> NDArray[np.int64]: ...
 
 @final
 class RollingWindow:

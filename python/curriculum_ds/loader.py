@@ -5,13 +5,25 @@ Each phase of the schedule gets its own loader, built from mosaicml-streaming
 the phase boundary. The order of samples is ours, not streaming's, so that it is exact and
 resumable whatever the number of ranks:
 
-* **Streams at their proportions.** The k-th sample of the phase goes to the stream with the
-  largest deficit ``p_s * k - count_s`` (Megatron-LM's ``build_blending_indices`` rule): no RNG,
-  exact proportions at every prefix (error below one sample per stream).
+* **Streams at their proportions.** With ``proportion_unit: "samples"`` (the default) the k-th
+  sample of the phase goes to the stream with the largest deficit ``p_s * k - count_s``
+  (Megatron-LM's ``build_blending_indices`` rule): no RNG, exact proportions at every prefix
+  (error below one sample per stream). With ``"tokens"`` the next slot goes to the stream with
+  the largest token deficit ``p_s * T - t_s`` (``T`` non-padding tokens placed so far in the
+  phase, ``t_s`` those of stream ``s``, after truncation to ``max_seq_len``) and takes that
+  stream's next sample: at every prefix a stream is at most one of its samples above its token
+  share (with two streams, neither is further than one sample from it). The sample's length must
+  be known before the slot is decided, so each stream keeps a lookahead of up to one global batch
+  of already drawn samples (``pending`` in the state). Both rules run in the Rust kernels
+  :func:`~curriculum_ds.kernels.blend_samples` / :func:`~curriculum_ds.kernels.blend_tokens`.
 * **Samples within a stream.** A :class:`curriculum_ds.kernels.BucketSampler` per stream: the next
   index of a per-epoch permutation (one bucket, the default) or of the permutation of a bucket
   picked by the dynamic re-weighting probabilities. Each stream runs through its own epochs;
   an epoch of the datamix (the ``ep`` unit) is ``samples_per_pass`` samples of the phase.
+  **Dynamic re-weighting** picks buckets *within* a stream and never changes the stream mix, in
+  either unit; with ``"tokens"`` a sample placed at step t may have been drawn (its bucket
+  picked) up to one global batch earlier, i.e. under the bucket probabilities or bucket
+  assignment of step t - 1.
 * **Global batches.** Every rank computes the same global batch of ``(stream_idx, sample_idx)``
   pairs from (seed, phase_idx, counters) and takes its own contiguous slice, so the sequence of
   global batches depends only on the global batch size, never on how it is split into ranks and
@@ -25,19 +37,17 @@ import hashlib
 import os
 import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
 
 from curriculum_ds.data import close_stream, open_stream, read_stream_info, sync_stream_metadata
 from curriculum_ds.data.streams import drop_cached_shard, shared_memory_lock
 from curriculum_ds.errors import DownloadError
-from curriculum_ds.kernels import BucketSampler
-from curriculum_ds.loss import IGNORE_INDEX
+from curriculum_ds.kernels import BucketSampler, blend_samples, blend_tokens
+from curriculum_ds.microbatch import MicroBatch, collate
 from curriculum_ds.preflight import check_packed_rows
 
 if TYPE_CHECKING:
@@ -52,57 +62,6 @@ def derive_seed(*parts: int) -> int:
         b"".join(int(p).to_bytes(16, "little", signed=True) for p in parts), digest_size=8
     ).digest()
     return int.from_bytes(digest, "little") >> 1
-
-
-@dataclass(frozen=True)
-class MicroBatch:
-    """One micro-batch on one rank.
-
-    Attributes:
-        input_ids: int64 ``(micro_batch_size, seq_len)``, right-padded with 0.
-        attention_mask: int64 ``(micro_batch_size, seq_len)``, 1 on real tokens.
-        labels: int64 ``(micro_batch_size, seq_len)``, ``IGNORE_INDEX`` on padding.
-        positions: the micro-batch's positions in the global batch, int64 ``(micro_batch_size,)``.
-    """
-
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    labels: torch.Tensor
-    positions: npt.NDArray[np.int64]
-
-    @property
-    def loss_mask(self) -> torch.Tensor:
-        """Where the shifted labels bear a loss: bool ``(micro_batch_size, seq_len - 1)``.
-
-        ``labels[:, 1:] != IGNORE_INDEX``, aligned with per-token losses (position t predicts
-        token t+1).
-        """
-        return self.labels[:, 1:] != IGNORE_INDEX
-
-    def to(self, device: torch.device | str) -> MicroBatch:
-        """The same micro-batch with its tensors on ``device`` (itself when already there)."""
-        if self.input_ids.device == torch.device(device):
-            return self
-        return MicroBatch(
-            self.input_ids.to(device),
-            self.attention_mask.to(device),
-            self.labels.to(device),
-            self.positions,
-        )
-
-
-def collate(
-    samples: Sequence[npt.NDArray[np.integer[Any]]], positions: npt.NDArray[np.int64]
-) -> MicroBatch:
-    """Right-pad token arrays to the longest one; padding bears no loss and no attention."""
-    seq_len = max(1, max(len(s) for s in samples))
-    input_ids = torch.zeros((len(samples), seq_len), dtype=torch.int64)
-    attention_mask = torch.zeros_like(input_ids)
-    for row, tokens in enumerate(samples):
-        input_ids[row, : len(tokens)] = torch.from_numpy(np.asarray(tokens, dtype=np.int64))
-        attention_mask[row, : len(tokens)] = 1
-    labels = input_ids.masked_fill(attention_mask == 0, IGNORE_INDEX)
-    return MicroBatch(input_ids, attention_mask, labels, positions)
 
 
 class PhaseLoader:
@@ -160,8 +119,12 @@ class PhaseLoader:
             )
             for stream_idx, info in enumerate(self.infos)
         ]
+        self.proportion_unit = loader.proportion_unit
         self.stream_counts = np.zeros(len(self.infos), dtype=np.int64)
         self.num_samples = 0  # samples drawn in this phase (global)
+        # "tokens" only: tokens placed per stream, and each stream's drawn, not yet placed samples
+        self.placed_tokens = np.zeros(len(self.infos), dtype=np.int64)
+        self.pending = [np.zeros(0, dtype=np.int64) for _ in self.infos]
 
     # ----------------------------------------------------------------------------- ordering
     def next_global_batch(
@@ -177,24 +140,53 @@ class PhaseLoader:
             int64 ``(global_batch_size, 2)`` of ``(stream_idx, sample_idx)`` in global order.
             Deterministic given (seed, phase_idx, counters, probs).
         """
-        num_streams = len(self.infos)
-        stream_of_slot = np.empty(global_batch_size, dtype=np.int64)
-        counts = self.stream_counts
-        for slot in range(global_batch_size):
-            k = self.num_samples + slot + 1
-            # Megatron's largest-deficit rule; argmax takes the lowest index on ties
-            stream = int(np.argmax(self.proportions * k - counts))
-            counts[stream] += 1
-            stream_of_slot[slot] = stream
-        self.num_samples += global_batch_size
         if probs is None:
             probs = np.full(self.num_buckets, 1.0 / self.num_buckets)
+        if self.proportion_unit == "tokens":
+            return self._next_by_tokens(global_batch_size, probs)
+        num_streams = len(self.infos)
+        stream_of_slot = blend_samples(
+            self.proportions, self.stream_counts, self.num_samples, global_batch_size
+        )
+        self.stream_counts += np.bincount(stream_of_slot, minlength=num_streams)
+        self.num_samples += global_batch_size
         batch = np.empty((global_batch_size, 2), dtype=np.int64)
         batch[:, 0] = stream_of_slot
         for stream in range(num_streams):
             slots = np.flatnonzero(stream_of_slot == stream)
             if len(slots):
                 batch[slots, 1] = self.samplers[stream].sample(probs, len(slots))
+        return batch
+
+    def _next_by_tokens(
+        self, global_batch_size: int, probs: npt.NDArray[np.float64]
+    ) -> npt.NDArray[np.int64]:
+        """:meth:`next_global_batch` for ``proportion_unit: "tokens"``.
+
+        Every stream's lookahead is first topped up to ``global_batch_size`` samples (the most
+        slots one stream can get), so the largest-deficit rule always knows the next sample's
+        length; the samples it does not place stay pending for the next batches.
+        """
+        for stream, sampler in enumerate(self.samplers):
+            missing = global_batch_size - len(self.pending[stream])
+            if missing > 0:
+                self.pending[stream] = np.concatenate(
+                    [self.pending[stream], sampler.sample(probs, missing)]
+                )
+        lengths = [self.num_tokens[s][p] for s, p in enumerate(self.pending)]
+        stream_of_slot = blend_tokens(
+            self.proportions, self.placed_tokens, lengths, global_batch_size
+        )
+        batch = np.empty((global_batch_size, 2), dtype=np.int64)
+        batch[:, 0] = stream_of_slot
+        for stream in range(len(self.samplers)):
+            slots = np.flatnonzero(stream_of_slot == stream)
+            taken = len(slots)
+            batch[slots, 1] = self.pending[stream][:taken]
+            self.placed_tokens[stream] += int(lengths[stream][:taken].sum())
+            self.stream_counts[stream] += taken
+            self.pending[stream] = self.pending[stream][taken:]
+        self.num_samples += global_batch_size
         return batch
 
     def set_buckets(self, buckets: Sequence[npt.NDArray[np.int64]]) -> None:
@@ -250,14 +242,15 @@ class PhaseLoader:
                 against its recorded hash, or a local shard file went missing), naming the stream.
         """
         out = []
-        for stream, index in pairs:
+        datasets, limit = self.datasets, self.max_seq_len
+        for stream, index in pairs.tolist():  # plain ints: no numpy scalar per sample
             try:
-                tokens = self.datasets[int(stream)][int(index)]["input_ids"]
+                tokens = datasets[stream][index]["input_ids"]
             except Exception as err:  # streaming wraps storage errors in RuntimeError/ValueError
-                if self.remotes[int(stream)] is not None:  # no unverified shard left in the cache
-                    drop_cached_shard(self.datasets[int(stream)], int(index))
-                raise DownloadError(self._fetch_failure(int(stream), int(index), err)) from None
-            out.append(np.asarray(tokens)[: self.max_seq_len])
+                if self.remotes[stream] is not None:  # no unverified shard left in the cache
+                    drop_cached_shard(datasets[stream], index)
+                raise DownloadError(self._fetch_failure(stream, index, err)) from None
+            out.append(np.asarray(tokens)[:limit])
         return out
 
     def _fetch_failure(self, stream: int, index: int, err: Exception) -> str:
@@ -288,23 +281,44 @@ class PhaseLoader:
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        """Counters only: samples drawn, per-stream slot counts and sampler counters."""
-        return {
+        """Counters: samples drawn, per-stream slot counts and sampler counters.
+
+        With ``proportion_unit: "tokens"`` also ``proportion_unit``, ``stream_tokens`` (tokens
+        placed per stream) and ``pending`` (per stream, the sample indices drawn but not placed
+        yet, at most one global batch each); with ``"samples"`` the dict is as it always was.
+        """
+        state: dict[str, Any] = {
             "phase_idx": self.phase_idx,
             "num_samples": self.num_samples,
             "stream_counts": self.stream_counts.tolist(),
             "samplers": [_plain(s.state_dict()) for s in self.samplers],
         }
+        if self.proportion_unit == "tokens":
+            state["proportion_unit"] = "tokens"
+            state["stream_tokens"] = self.placed_tokens.tolist()
+            state["pending"] = [p.tolist() for p in self.pending]
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore counters saved by :meth:`state_dict` (same phase, same data).
 
+        A state without ``proportion_unit`` (all checkpoints before it existed) is a
+        ``"samples"`` one.
+
         Raises:
             ValueError: the counters do not fit this phase's streams (their number, or a count
-                that is negative or does not add up to the samples drawn); nothing changes.
+                that is negative or does not add up to the samples drawn, a pending sample out of
+                range) or its ``proportion_unit`` is not this phase's; nothing changes.
             KeyError: a key is missing.
             SamplingError: a sampler state is refused by its kernel.
         """
+        saved_unit = state.get("proportion_unit", "samples")
+        if saved_unit != self.proportion_unit:
+            raise ValueError(
+                f"loader state counts its proportions in {saved_unit!r}, this phase in "
+                f"{self.proportion_unit!r}"
+            )
+        stream_tokens, pending = self._token_state(state)
         num_samples = int(state["num_samples"])
         stream_counts = np.asarray(state["stream_counts"], dtype=np.int64)
         samplers = state["samplers"]
@@ -319,12 +333,40 @@ class PhaseLoader:
                 f"loader state counts {stream_counts.tolist()} do not add up to its "
                 f"{num_samples} samples drawn"
             )
-        self.num_samples = num_samples
-        self.stream_counts = stream_counts
         for sampler, sampler_state in zip(self.samplers, samplers, strict=True):
             sampler.load_state_dict(
                 {k: np.asarray(v) if isinstance(v, list) else v for k, v in sampler_state.items()}
             )
+        self.num_samples = num_samples
+        self.stream_counts = stream_counts
+        self.placed_tokens = stream_tokens
+        self.pending = pending
+
+    def _token_state(
+        self, state: dict[str, Any]
+    ) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
+        """``stream_tokens`` and ``pending`` of a saved state, checked (zeros for "samples")."""
+        num_streams = len(self.samplers)
+        if self.proportion_unit != "tokens":
+            return np.zeros(num_streams, dtype=np.int64), [
+                np.zeros(0, dtype=np.int64) for _ in self.samplers
+            ]
+        stream_tokens = np.asarray(state["stream_tokens"], dtype=np.int64)
+        pending = [np.asarray(p, dtype=np.int64).reshape(-1) for p in state["pending"]]
+        if stream_tokens.shape != (num_streams,) or len(pending) != num_streams:
+            raise ValueError(
+                f"loader state has {stream_tokens.size} token counts and {len(pending)} pending "
+                f"lists for a phase of {num_streams} stream(s)"
+            )
+        if (stream_tokens < 0).any():
+            raise ValueError(f"loader state token counts {stream_tokens.tolist()} are negative")
+        for stream, (indices, info) in enumerate(zip(pending, self.infos, strict=True)):
+            if indices.size and not (indices.min() >= 0 and indices.max() < info.num_samples):
+                raise ValueError(
+                    f"loader state pending samples of stream {stream} are not in "
+                    f"[0, {info.num_samples})"
+                )
+        return stream_tokens, pending
 
     def close(self) -> None:
         """Release the streaming datasets (and their shared memory, see ``close_stream``)."""

@@ -19,7 +19,7 @@ from curriculum_ds.schedule import PhaseSchedule, duration_str
 if TYPE_CHECKING:
     from curriculum_ds.config import RunConfig, StreamConfig
 
-__all__ = ["describe_schedule"]
+__all__ = ["describe_schedule", "mix_shares"]
 
 
 def _mean_tokens(info: Any, max_seq_len: int) -> float | None:
@@ -34,15 +34,53 @@ def _mean_tokens(info: Any, max_seq_len: int) -> float | None:
         return None
 
 
+def mix_shares(
+    proportions: list[float], means: list[float], unit: str
+) -> tuple[list[float], list[float]] | None:
+    """Expected sample and token shares of a datamix from its streams' mean sample lengths.
+
+    Args:
+        proportions: the streams' proportions (> 0; normalised here).
+        means: mean non-padding tokens per sample of each stream (after truncation).
+        unit: ``train_loader.proportion_unit``: ``"samples"`` (the proportions are the sample
+            shares) or ``"tokens"`` (they are the token shares).
+
+    Returns:
+        ``(sample_shares, token_shares)``, each summing to 1, or None when a mean is not positive.
+    """
+    if not means or min(means) <= 0:
+        return None
+    p = np.asarray(proportions, dtype=np.float64) / sum(proportions)
+    m = np.asarray(means, dtype=np.float64)
+    if unit == "tokens":
+        samples = p / m
+        return (samples / samples.sum()).tolist(), p.tolist()
+    return p.tolist(), (p * m / (p * m).sum()).tolist()
+
+
+def _shares_line(k: int, phase: Any, shares: tuple[list[float], list[float]]) -> str:
+    loader = phase.train_loader
+    parts = ", ".join(
+        f"{s.name} {100 * a:.3g}% / {100 * b:.3g}%"
+        for s, a, b in zip(loader.streams, *shares, strict=True)
+    )
+    return (
+        f"phase {k} ({phase.name}) mix in {loader.proportion_unit}; "
+        f"~realised shares, samples / tokens: {parts}"
+    )
+
+
 def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
     """A readable table of the schedule, for ``curriculum-ds validate``.
 
     Columns: phase index, name, duration, cumulative end, datamix (``stream: proportion``),
     max_seq_len and estimated optimizer steps. Steps: for ``tok``, duration / (global batch size ×
-    mean of ``min(num_tokens, max_seq_len)`` over the mix, weighted by proportion); for ``ep``,
-    duration × epoch size / global batch size. Shows ``?`` where a stream's info cannot be read.
-    A footer line sums the run up; with ``curriculum.lr_schedule`` one more line describes it, and
-    one with ``curriculum.eval``.
+    mean of ``min(num_tokens, max_seq_len)`` over the mix, weighted by the sample shares); for
+    ``ep``, duration × epoch size / global batch size. Shows ``?`` where a stream's info cannot be
+    read. Below the table, each phase of several streams whose lengths are known gets a line
+    with the expected realised sample and token shares (:func:`mix_shares`). A footer line sums
+    the run up; with ``curriculum.lr_schedule`` one more line describes it, and one with
+    ``curriculum.eval``.
 
     Args:
         run: the loaded config.
@@ -65,18 +103,28 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
         return infos[stream.local]
 
     rows = [("phase", "name", "duration", "ends at", "datamix", "max_seq_len", "~steps")]
+    share_lines: list[str] = []
     total_steps: int | None = 0
     for k, phase in enumerate(cfg.schedule):
         loader = phase.train_loader
         psum = sum(s.proportion for s in loader.streams)
         mix = ", ".join(f"{s.name}: {s.proportion / psum:.3g}" for s in loader.streams)
         steps: int | None = None
+        means = [_mean_tokens(info(s), loader.max_seq_len) for s in loader.streams]
+        known = [m for m in means if m is not None]
+        shares = None
+        if len(known) == len(means):
+            proportions = [s.proportion for s in loader.streams]
+            shares = mix_shares(proportions, known, loader.proportion_unit)
+            if len(known) > 1 and shares is not None:
+                share_lines.append(_shares_line(k, phase, shares))
         if schedule.unit == "tok":
-            means = [_mean_tokens(info(s), loader.max_seq_len) for s in loader.streams]
-            known = [m for m in means if m is not None]
             if len(known) == len(means):
-                weighted = zip(loader.streams, known, strict=True)
-                mean = sum(s.proportion * m for s, m in weighted) / psum
+                if shares is None or loader.proportion_unit == "samples":
+                    weighted = zip(loader.streams, known, strict=True)
+                    mean = sum(s.proportion * m for s, m in weighted) / psum
+                else:
+                    mean = sum(a * m for a, m in zip(shares[0], known, strict=True))
                 if mean > 0:
                     steps = math.ceil(phase.duration.value / (gbs * mean))
         else:
@@ -107,6 +155,7 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += share_lines
     footer = (
         f"max_duration {cfg.max_duration}, {schedule.num_phases} phase(s), global batch {gbs} "
         f"samples (dp_world_size {dp_world_size}), ~{'?' if total_steps is None else total_steps} "

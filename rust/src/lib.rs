@@ -6,6 +6,7 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+pub mod blend;
 pub mod bucketing;
 pub mod buf;
 pub mod error;

@@ -9,6 +9,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyInt;
 
+use crate::blend;
 use crate::bucketing::{self, NanPolicy};
 use crate::error::Error;
 use crate::sampling::{self, BucketSamplerState};
@@ -199,6 +200,49 @@ fn sample_without_replacement<'py>(
     let seed = u64_arg(seed, "seed")?;
     let out = detach(py, || sampling::sample_without_replacement(w, k, seed))?;
     Ok(out.into_pyarray(py))
+}
+
+/// Stream of each of the next `n` slots, largest deficit in samples (see `rust/src/blend.rs`).
+#[pyfunction]
+fn blend_samples<'py>(
+    py: Python<'py>,
+    proportions: &Bound<'py, PyAny>,
+    counts: &Bound<'py, PyAny>,
+    start: &Bound<'py, PyAny>,
+    n: i64,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let p = typed::<f64>(proportions, "proportions", "float64")?;
+    let p = slice(&p, "proportions")?;
+    let c = typed::<i64>(counts, "counts", "int64")?;
+    let c = slice(&c, "counts")?;
+    let start = u64_arg(start, "start")?;
+    let n = count(n, "n")?;
+    Ok(detach(py, || blend::blend_samples(p, c, start, n))?.into_pyarray(py))
+}
+
+/// Stream of each of the next `n` slots, largest deficit in tokens (see `rust/src/blend.rs`).
+#[pyfunction]
+fn blend_tokens<'py>(
+    py: Python<'py>,
+    proportions: &Bound<'py, PyAny>,
+    tokens: &Bound<'py, PyAny>,
+    lengths: &Bound<'py, PyAny>,
+    offsets: &Bound<'py, PyAny>,
+    n: i64,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let shares = typed::<f64>(proportions, "proportions", "float64")?;
+    let shares = slice(&shares, "proportions")?;
+    let placed = typed::<i64>(tokens, "tokens", "int64")?;
+    let placed = slice(&placed, "tokens")?;
+    let next = typed::<i64>(lengths, "lengths", "int64")?;
+    let next = slice(&next, "lengths")?;
+    let bounds = typed::<i64>(offsets, "offsets", "int64")?;
+    let bounds: Vec<usize> = u64s(slice(&bounds, "offsets")?, "offsets")?
+        .into_iter()
+        .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
+        .collect();
+    let n = count(n, "n")?;
+    Ok(detach(py, || blend::blend_tokens(shares, placed, next, &bounds, n))?.into_pyarray(py))
 }
 
 /// Fisher–Yates permutation of `0..n` from `(seed, epoch)`.
@@ -457,6 +501,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(assign_buckets, m)?)?;
     m.add_function(wrap_pyfunction!(sample_without_replacement, m)?)?;
     m.add_function(wrap_pyfunction!(epoch_permutation, m)?)?;
+    m.add_function(wrap_pyfunction!(blend_samples, m)?)?;
+    m.add_function(wrap_pyfunction!(blend_tokens, m)?)?;
     m.add_class::<PyRollingWindow>()?;
     m.add_class::<PyWeightedSampler>()?;
     m.add_class::<PyBucketSampler>()?;

@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
     model_serializer,
@@ -271,6 +272,23 @@ class LoaderConfig(_Model):
     epoch_size: int | None = Field(default=None, ge=1)
     """Samples per pass over the datamix (global, all dp ranks); None = the sum of the streams'
     sample counts."""
+    proportion_unit: Literal["samples", "tokens"] = "samples"
+    """What the stream proportions count: ``"samples"`` (each stream gets its share of the slots,
+    mosaicml-streaming's meaning) or ``"tokens"`` (its share of the non-padding tokens after
+    truncation to ``max_seq_len``: the next slot goes to the stream with the largest token
+    deficit, so at every prefix a stream is within one sample's tokens of its share)."""
+
+    @model_serializer(mode="wrap")
+    def _omit_default_unit(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Leave ``proportion_unit`` out of dumps while it is ``"samples"`` (the default).
+
+        The phase fingerprints and saved phases of such loaders stay those of the releases
+        before the key existed.
+        """
+        data = handler(self)
+        if isinstance(data, dict) and data.get("proportion_unit") == "samples":
+            del data["proportion_unit"]
+        return data
 
     @model_validator(mode="after")
     def _unique_stream_names(self) -> LoaderConfig:

@@ -135,7 +135,7 @@ def read_stream_info(local: str | Path, *, remote: str | None = None) -> StreamI
     metrics_path = local / METRICS_FILENAME
     try:
         with np.load(metrics_path, allow_pickle=False) as npz:
-            loaded = {name: np.array(npz[name]) for name in npz.files}
+            loaded = {name: npz[name] for name in npz.files}  # each read is a fresh array
     except (OSError, ValueError, zipfile.BadZipFile) as err:
         raise DataError(f"cannot read {metrics_path}: {err}") from err
     metrics: dict[str, np.ndarray] = {}

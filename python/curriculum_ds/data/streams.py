@@ -10,8 +10,10 @@ hundreds of datasets) does not run out of file descriptors.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
+import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,13 +114,35 @@ def open_stream(local: str | Path, remote: str | None = None) -> StreamingDatase
     return ds
 
 
-def _live_shared_memory() -> list[Any]:
-    """Every live mosaicml-streaming SharedMemory handle of this process (gc scan; phase swaps)."""
-    import gc
+_HANDLES: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Every mosaicml-streaming SharedMemory handle made since :func:`_track_shared_memory`."""
 
+
+def _track_shared_memory() -> None:
+    """Record every SharedMemory handle streaming makes from now on in :data:`_HANDLES`.
+
+    Wraps ``SharedMemory.__init__`` once per process. Scanning ``gc.get_objects()`` instead costs
+    about a second per opened stream in a process that imported torch and transformers.
+    """
     from streaming.base.shared.memory import SharedMemory
 
-    return [obj for obj in gc.get_objects() if type(obj) is SharedMemory]
+    if getattr(SharedMemory, "_curriculum_ds_tracked", False):
+        return
+    original = SharedMemory.__init__
+
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        _HANDLES.add(self)
+
+    SharedMemory.__init__ = init  # type: ignore[method-assign]
+    SharedMemory._curriculum_ds_tracked = True  # type: ignore[attr-defined]
+
+
+def _live_shared_memory() -> list[Any]:
+    """Every live mosaicml-streaming SharedMemory handle made since the first call (phase swaps)."""
+    _track_shared_memory()
+    return list(_HANDLES)
 
 
 def _dataset_shared_memory(ds: Any) -> list[Any]:

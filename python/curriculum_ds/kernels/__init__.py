@@ -1,4 +1,4 @@
-"""Typed wrappers over the Rust kernels: exact percentile bucketing, the rolling window, samplers.
+"""Typed wrappers over the Rust kernels: percentile bucketing, rolling window, samplers, blending.
 
 Each wrapper normalises dtype and contiguity once (``np.ascontiguousarray``) and calls the native
 module ``curriculum_ds._native``, which borrows the array without copying and runs with the GIL
@@ -12,6 +12,7 @@ Determinism: every random output is a pure function of the explicit ``seed`` and
 advanced, and no result depends on a thread count (the kernels are single-threaded).
 """
 
+from curriculum_ds.kernels.blending import blend_samples, blend_tokens
 from curriculum_ds.kernels.bucketing import RollingWindow, assign_buckets, bucket_edges
 from curriculum_ds.kernels.sampling import (
     BucketSampler,
@@ -25,6 +26,8 @@ __all__ = [
     "RollingWindow",
     "WeightedSampler",
     "assign_buckets",
+    "blend_samples",
+    "blend_tokens",
     "bucket_edges",
     "epoch_permutation",
     "sample_without_replacement",
