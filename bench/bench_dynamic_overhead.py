@@ -42,9 +42,8 @@ from typing import Any
 import numpy as np
 
 from curriculum_ds.config import CurriculumConfig
-from curriculum_ds.corpus import build_stdlib_corpus
-from curriculum_ds.data import prepare, read_stream_info
-from curriculum_ds.demo import demo_ds_config
+from curriculum_ds.data import read_stream_info
+from curriculum_ds.demo import build_demo_data, demo_ds_config
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.loader import PhaseLoader
@@ -55,15 +54,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------------------------- data
 def build_data(out: Path) -> Path:
-    """The demo's two datamixes (``docstrings``, ``code``), reused when already prepared."""
-    data_dir = out / "data"
-    mixes = build_stdlib_corpus(out / "corpus")
-    for name, source in (("docstrings", mixes["easy"]), ("code", mixes["hard"])):
-        target = data_dir / name
-        if not (target / "curriculum_meta.json").is_file():
-            shutil.rmtree(target, ignore_errors=True)
-            prepare([source], target, max_seq_len=256)
-    return data_dir
+    """The demo's datamixes (``train/`` and ``val/``: ``docstrings``, ``code``), reused when
+    already prepared."""
+    return build_demo_data(out)
 
 
 def write_config(out: Path, data_dir: Path, *, max_duration: int, dynamic: bool) -> Path:
@@ -281,7 +274,7 @@ def time_machinery(config_path: Path, *, steps: int, dp_world_size: int = 2) -> 
         off = PhaseLoader(phase, phase_idx, seed=cfg.seed, num_buckets=1)
         dyn = DynamicReweighter(dyn_cfg, seed=cfg.seed)
         t = time.perf_counter()
-        dyn.start_phase(on, None)  # once per phase: counted into recompute
+        on.set_buckets(dyn.start_phase(on, None))  # once per phase: counted into recompute
         totals["recompute"] += time.perf_counter() - t
         for step in range(1, steps + 1):
             t0 = time.perf_counter()
@@ -292,9 +285,11 @@ def time_machinery(config_path: Path, *, steps: int, dp_world_size: int = 2) -> 
             losses = rng.gamma(4.0, 0.6, size=global_batch)
             losses[rng.random(global_batch) < 0.01] = np.nan
             t3 = time.perf_counter()
-            dyn.observe(on, batch, losses)
+            dyn.observe(batch, losses)
             t4 = time.perf_counter()
-            dyn.maybe_recompute(step, on)
+            update = dyn.maybe_recompute(step)
+            if update is not None and update.buckets is not None:
+                on.set_buckets(update.buckets)  # as the curriculum applies it
             t5 = time.perf_counter()
             totals["batch_on"] += t1 - t0
             totals["batch_off"] += t2 - t1

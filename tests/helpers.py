@@ -109,9 +109,10 @@ def launch(
 
 
 def launched_env() -> dict[str, str]:
-    """The product's ``launcher_env(cuda=False)`` with the repo's ``python/`` and
-    ``tests/integration/`` (the tests' own scripts) first on PYTHONPATH."""
-    env = launcher_env(cuda=False)
+    """The product's ``launcher_env(cuda=False)`` (CUDA/NCCL ranks when
+    ``CURRICULUM_DS_TEST_CUDA=1``, as bench/gpu_check.sh runs the exactness tests) with the repo's
+    ``python/`` and ``tests/integration/`` (the tests' own scripts) first on PYTHONPATH."""
+    env = launcher_env(cuda=os.environ.get("CURRICULUM_DS_TEST_CUDA") == "1")
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPO / "python"), str(INTEGRATION), env.get("PYTHONPATH")])
     )
@@ -123,9 +124,9 @@ def run_launched(
 ) -> subprocess.CompletedProcess[str]:
     """Run a launcher (or plain python) command of the tests on CPU ranks (gloo).
 
-    The environment is the product's ``launcher_env(cuda=False)`` with the repo's ``python/`` and
-    ``tests/integration/`` (the tests' own scripts) on PYTHONPATH. Raises AssertionError with the
-    output tails when ``check`` and the command fails.
+    The environment is :func:`launched_env` (``CURRICULUM_DS_TEST_CUDA=1``: CUDA/NCCL ranks, as
+    bench/gpu_check.sh runs the exactness tests). Raises AssertionError with the output tails when
+    ``check`` and the command fails.
     """
     env = launched_env()
     for _ in range(2):

@@ -10,7 +10,13 @@ from curriculum_ds.errors import ResumeError
 if TYPE_CHECKING:
     from curriculum_ds.config import RunConfig
 
-__all__ = ["locate_checkpoint", "read_curriculum_state", "resume_target", "resume_verdict"]
+__all__ = [
+    "locate_checkpoint",
+    "model_states",
+    "read_curriculum_state",
+    "resume_target",
+    "resume_verdict",
+]
 
 
 def locate_checkpoint(ckpt: Path) -> tuple[Path, str]:
@@ -80,24 +86,37 @@ def _tag_dir(ckpt: Path) -> Path:
     return load_dir / tag
 
 
+def model_states(tag_dir: Path) -> dict[str, Any]:
+    """The ``mp_rank_00`` model states of the tag folder ``tag_dir``, memory-mapped.
+
+    The model's tensors are not read until used: DeepSpeed's bookkeeping (``dp_world_size``,
+    ``global_steps``, ``ds_config``) and the client state are what callers read.
+
+    Raises:
+        ResumeError: no such file, or it cannot be read (names the file).
+    """
+    import torch
+
+    files = sorted(tag_dir.glob("*mp_rank_00_model_states.pt"))
+    if not files:
+        raise ResumeError(f"{tag_dir}: no mp_rank_00 model states file")
+    try:
+        state = torch.load(files[0], map_location="cpu", weights_only=False, mmap=True)
+    except Exception as exc:  # a truncated or foreign file: one line, not a traceback
+        raise ResumeError(f"{files[0]}: cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(state, dict):
+        raise ResumeError(f"{files[0]}: not a DeepSpeed model states file")
+    return state
+
+
 def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
     """The tag and the saved ``curriculum`` client state (None for a run without curriculum).
 
     Raises:
         ResumeError: If the folder holds no readable DeepSpeed checkpoint.
     """
-    import torch
-
     tag_dir = _tag_dir(ckpt)
-    files = sorted(tag_dir.glob("*mp_rank_00_model_states.pt"))
-    if not files:
-        raise ResumeError(f"{tag_dir}: no mp_rank_00 model states file")
-    try:
-        # memory-mapped: only the small curriculum entry is read, not the model's tensors
-        state = torch.load(files[0], map_location="cpu", weights_only=False, mmap=True)
-    except Exception as exc:  # a truncated or foreign file: one line, not a traceback
-        raise ResumeError(f"{files[0]}: cannot be read ({type(exc).__name__}: {exc})") from None
-    return tag_dir.name, state.get("curriculum")
+    return tag_dir.name, model_states(tag_dir).get("curriculum")
 
 
 def resume_verdict(run: RunConfig, ckpt: Path) -> str:

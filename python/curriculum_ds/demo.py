@@ -127,23 +127,16 @@ def split_held_out(jsonl: Path, every: int = HELD_OUT_EVERY) -> tuple[Path, Path
     return train, val
 
 
-def run_demo(out: Path, *, num_gpus: int | None = None, max_duration: str | None = None) -> int:
-    """Build the corpus and datamixes (reused when present), then train; returns the exit code."""
-    from curriculum_ds.config import Duration
-    from curriculum_ds.corpus import build_stdlib_corpus
-    from curriculum_ds.curve import load_curve, render_png, render_table
-    from curriculum_ds.data import prepare
-    from curriculum_ds.errors import ConfigError
-    from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
-    from curriculum_ds.report import load_report, render_report, summary
+def build_demo_data(out: Path) -> Path:
+    """Prepare the demo's datamixes under ``out/data``; returns that folder.
 
-    total = DEFAULT_MAX_DURATION
-    if max_duration is not None:
-        parsed = Duration.parse(max_duration)
-        if parsed.unit != "tok":
-            raise ConfigError(f"--max-duration: the demo counts tokens, got {max_duration!r}")
-        total = int(parsed.value)
-    out = out.resolve()
+    ``train/`` and held-out ``val/``, each with ``docstrings`` and ``code``, from the stdlib corpus
+    in ``out/corpus``; reused when present and prepared the same way. Also the data of
+    bench/bench_dynamic_overhead.py.
+    """
+    from curriculum_ds.corpus import build_stdlib_corpus
+    from curriculum_ds.data import prepare
+
     data_dir = out / "data"
     mixes = build_stdlib_corpus(out / "corpus")
     for name, source, row_len, pack in (
@@ -164,6 +157,25 @@ def run_demo(out: Path, *, num_gpus: int | None = None, max_duration: str | None
                     f"prepared {split}/{name}: {prepared.num_samples:,} {rows}, "
                     f"{prepared.num_tokens:,} tokens; " + prepared.describe_padding()
                 )
+    return data_dir
+
+
+def run_demo(out: Path, *, num_gpus: int | None = None, max_duration: str | None = None) -> int:
+    """Build the corpus and datamixes (reused when present), then train; returns the exit code."""
+    from curriculum_ds.config import Duration
+    from curriculum_ds.curve import load_curve, render_png, render_table
+    from curriculum_ds.errors import ConfigError
+    from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
+    from curriculum_ds.report import load_report, render_report, summary
+
+    total = DEFAULT_MAX_DURATION
+    if max_duration is not None:
+        parsed = Duration.parse(max_duration)
+        if parsed.unit != "tok":
+            raise ConfigError(f"--max-duration: the demo counts tokens, got {max_duration!r}")
+        total = int(parsed.value)
+    out = out.resolve()
+    data_dir = build_demo_data(out)
     cuda = has_cuda()
     config_path = out / "ds_config.json"
     config_path.write_text(

@@ -31,6 +31,10 @@ __all__ = ["TRASH_PREFIX", "checkpoint_tags", "prune_checkpoints"]
 TRASH_PREFIX = ".trash-"
 """Name prefix of a tag folder being deleted (hidden: DeepSpeed and ``--resume`` ignore it)."""
 
+UNIVERSAL_SUFFIX = "_universal"
+"""``<tag>_universal``: DeepSpeed's universal-format copy of a tag (curriculum_ds.plugin.universal),
+deleted with its tag."""
+
 _TAG = re.compile(r"global_step(\d+)")
 
 
@@ -54,9 +58,9 @@ def prune_checkpoints(save_dir: str | os.PathLike[str], *, keep_last: int) -> li
     """Delete all but the newest ``keep_last`` tags of ``save_dir``; never the one ``latest`` names.
 
     The kept tags are the one ``latest`` names plus the newest others (by step) up to
-    ``keep_last`` in all. Without a readable ``latest`` nothing is deleted (there is no tag to
-    resume from that could be told apart). Leftover trash of an earlier, interrupted prune is
-    removed too.
+    ``keep_last`` in all; a deleted tag's ``<tag>_universal`` copy goes with it. Without a
+    readable ``latest`` nothing is deleted (there is no tag to resume from that could be told
+    apart). Leftover trash of an earlier, interrupted prune is removed too.
 
     Args:
         save_dir: the checkpoints folder (``RUN_DIR/checkpoints`` in the reference loop).
@@ -96,6 +100,11 @@ def prune_checkpoints(save_dir: str | os.PathLike[str], *, keep_last: int) -> li
         os.replace(save_dir / tag, trash)  # atomic: the tag is whole or gone
         deleted.append(tag)
         _remove_trash(trash)
+        converted = save_dir / f"{tag}{UNIVERSAL_SUFFIX}"  # its elastic-resume conversion
+        if converted.is_dir():
+            trash = save_dir / f"{TRASH_PREFIX}{converted.name}-{os.getpid()}"
+            os.replace(converted, trash)
+            _remove_trash(trash)
     return deleted
 
 

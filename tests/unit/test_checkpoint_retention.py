@@ -98,3 +98,15 @@ def test_keep_last_below_one_is_refused(tmp_path):
 def test_a_missing_folder_is_nothing_to_prune(tmp_path):
     assert prune_checkpoints(tmp_path / "none", keep_last=2) == []
     assert checkpoint_tags(tmp_path / "none") == []
+
+
+def test_a_deleted_tags_universal_copy_goes_with_it(tmp_path):
+    # an elastic resume from step 1 converted it (curriculum_ds.plugin.universal)
+    ckpts = _checkpoints(tmp_path, [1, 2, 3], latest=3)
+    for step in (1, 3):
+        (ckpts / f"global_step{step}_universal" / "zero").mkdir(parents=True)
+    assert prune_checkpoints(ckpts, keep_last=1) == ["global_step1", "global_step2"]
+    assert not (ckpts / "global_step1_universal").exists()
+    assert (ckpts / "global_step3_universal" / "zero").is_dir()  # its tag is kept
+    assert checkpoint_tags(ckpts) == ["global_step3"]  # a universal copy is not a tag
+    assert not list(ckpts.glob(TRASH_PREFIX + "*"))

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
-from curriculum_ds.checkpoint import locate_checkpoint, read_curriculum_state
+from curriculum_ds.checkpoint import locate_checkpoint, model_states, read_curriculum_state
 from curriculum_ds.errors import CheckpointError, ResumeError
+from curriculum_ds.plugin import universal
 from curriculum_ds.resume_rules import check_resume
 
 if TYPE_CHECKING:
     from curriculum_ds.config import CurriculumConfig
 
-__all__ = ["find", "load", "publish_latest", "save"]
+__all__ = ["find", "global_batch_note", "load", "publish_latest", "save"]
 
 
 def save(engine: Any, save_dir: Path, tag: str, client_state: dict[str, Any]) -> Path:
@@ -86,6 +87,10 @@ def find(load_dir: Path, tag: str | None) -> tuple[Path, str] | None:
 def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dict[str, Any] | None:
     """Load ``load_dir/tag`` into ``engine`` after the resume rules accept its curriculum state.
 
+    A ZeRO checkpoint written on another data-parallel world size is converted once to
+    DeepSpeed's universal format (``load_dir/<tag>_universal``, see
+    :mod:`curriculum_ds.plugin.universal`) and loaded from there; the original is untouched.
+
     Returns:
         The saved curriculum state (None for a checkpoint of a run without curriculum).
 
@@ -97,8 +102,12 @@ def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dic
     _, saved = read_curriculum_state(load_dir / tag)
     if saved is not None:
         check_resume(config, saved)  # refuse before the engine changes
+    universal_tag = universal.prepare(engine, load_dir, tag)  # another data-parallel world size
     try:
-        load_path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
+        if universal_tag is None:
+            load_path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
+        else:
+            load_path, client_state = universal.load(engine, load_dir, universal_tag)
     except Exception as exc:
         raise ResumeError(
             f"{load_dir / tag}: DeepSpeed cannot load this checkpoint into this engine "
@@ -108,3 +117,23 @@ def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dic
         raise ResumeError(f"{load_dir / tag}: DeepSpeed could not load this checkpoint")
     saved_state: dict[str, Any] | None = (client_state or {}).get("curriculum")
     return saved_state
+
+
+def global_batch_note(tag_dir: Path, global_batch_size: int) -> str | None:
+    """One line when ``tag_dir`` was written with another global batch size (None otherwise).
+
+    Such a resume is accepted: the sample sequence continues from the saved counters, cut into
+    batches of the new size; the line says what differs from the uninterrupted run.
+
+    Raises:
+        ResumeError: the model states file is missing or unreadable.
+    """
+    saved = (model_states(tag_dir).get("ds_config") or {}).get("train_batch_size")
+    if saved is None or int(saved) == global_batch_size:
+        return None
+    return (
+        f"{tag_dir}: global batch size {saved} at the checkpoint, {global_batch_size} now: the "
+        f"same sample sequence continues in batches of {global_batch_size}; phase boundary "
+        "steps, the updates and dynamic re-weighting's recompute intervals differ from the "
+        "uninterrupted run's"
+    )

@@ -12,6 +12,7 @@ counters), so every rank draws the same batch and takes its own slice.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -527,9 +528,13 @@ class Curriculum:
         """Load engine and curriculum from a checkpoint; a no-op when there is none.
 
         The resume rules are checked against the checkpoint's curriculum state before DeepSpeed
-        loads anything, so a refused resume leaves the engine untouched. A DeepSpeed checkpoint
-        without curriculum state starts the schedule at its first phase and keeps the engine's
-        step count.
+        loads anything, so a refused resume leaves the engine untouched. A ZeRO checkpoint of
+        another data-parallel world size is converted once to DeepSpeed's universal format
+        (``<tag>_universal`` beside it) and loaded from there; with the same global batch size
+        the run continues with the uninterrupted run's global batches. Another global batch size
+        is accepted with one ``curriculum_ds: note:`` line on stderr (rank 0). A DeepSpeed
+        checkpoint without curriculum state starts the schedule at its first phase and keeps the
+        engine's step count.
 
         Args:
             load_dir: a checkpoints folder (with ``latest``) or one tag folder.
@@ -549,7 +554,10 @@ class Curriculum:
         if found is None:
             return None
         load_dir, tag = found
+        note = checkpoints.global_batch_note(load_dir / tag, self.global_batch_size)
         saved = checkpoints.load(self.engine, self.config, load_dir, tag)
+        if note is not None and self.dp_rank == 0:
+            print(f"curriculum_ds: note: {note}", file=sys.stderr)
         if saved is None:
             # a DeepSpeed run without curriculum: start the schedule, keep its step count
             self._set_position(
