@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             schedule=[
                 SimpleNamespace(
                     train_loader=SimpleNamespace(
-                        streams=[SimpleNamespace(local=str(root / "packed"))]
+                        streams=[SimpleNamespace(local=str(root / "packed"), remote=None)]
                     )
                 )
             ]
