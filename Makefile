@@ -61,7 +61,7 @@ test-rust:
 	cargo test --release --quiet
 
 test-python: setup
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=30
 
 test: lint test-rust test-python
 
