@@ -121,8 +121,8 @@ def eval_events(row: Mapping[str, Any]) -> list[Event]:
 class CurriculumMonitor:
     """Writes curriculum events through a DeepSpeed ``MonitorMaster`` (on global rank 0).
 
-    Built by :meth:`for_engine`; the curriculum writes every step and recompute itself
-    (``Curriculum.monitor``), a loop writes its evaluations with :meth:`write_eval`.
+    Built by :meth:`for_engine`; the curriculum writes every step, recompute and evaluation
+    itself (``Curriculum.monitor``: ``Step.finish`` and ``Curriculum.evaluate``).
 
     Args:
         monitor: ``engine.monitor``, with its writers built (rank 0).

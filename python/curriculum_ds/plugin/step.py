@@ -386,8 +386,6 @@ class Step:
         stats = stats.cpu()
         stop_requested = float(stats[3]) > 0  # the same on every rank
         streams = self._streams.records(stats[4:])
-        for record in streams.values():
-            record["loss"] = _finite_or_none(record["loss"])
         num_valid = self.global_valid_tokens
         # the step's token losses over all ranks: the sum of the streams' sums
         token_loss = self._streams.loss_sum(stats[4:]) / num_valid if num_valid else None

@@ -12,6 +12,7 @@ means.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,15 +83,17 @@ class StreamAccounting:
             ``{name: {"samples": int, "tokens": int, "loss": float | None}}`` for every stream
             of the phase, in stream order: ``loss`` (nats) is the token-mean over the stream's
             loss-bearing tokens of the step on all ranks, None when it has none (no sample of
-            the stream in this step, or only samples without loss-bearing tokens).
+            the stream in this step, or only samples without loss-bearing tokens) or when it is
+            NaN/inf (a non-finite step; metrics rows are strict JSON).
         """
         values = global_sums.tolist()
         n = self.num_streams
-        return {
-            name: {
+        out: dict[str, dict[str, Any]] = {}
+        for s, name in enumerate(self.names):
+            loss = values[s] / values[n + s] if values[n + s] > 0 else None
+            out[name] = {
                 "samples": int(self.num_samples[s]),
                 "tokens": int(self.tokens[s]),
-                "loss": values[s] / values[n + s] if values[n + s] > 0 else None,
+                "loss": loss if loss is not None and math.isfinite(loss) else None,
             }
-            for s, name in enumerate(self.names)
-        }
+        return out
