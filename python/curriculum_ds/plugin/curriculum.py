@@ -31,6 +31,7 @@ from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.step import Step
+from curriculum_ds.position import Position
 from curriculum_ds.resume_rules import check_resume
 from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
 from curriculum_ds.state import CurriculumState
@@ -107,10 +108,7 @@ class Curriculum:
             if self.config.dynamic.enabled
             else None
         )
-        self.global_step = 0
-        self.consumed_tokens = 0
-        self.consumed_samples = 0
-        self.progress: Progress = self._zero()
+        self.position = Position.start(self.schedule.unit)
         self.num_skipped_steps = 0
         self.monitor = CurriculumMonitor.for_engine(engine)
         self.num_nonfinite_steps = 0
@@ -142,6 +140,26 @@ class Curriculum:
         self._last_span: tuple[Progress, Progress, int, str] | None = None
 
     # ---------------------------------------------------------------------------- queries
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps finished (0 before the first; restored on resume)."""
+        return self.position.global_step
+
+    @property
+    def consumed_tokens(self) -> int:
+        """Non-padding input tokens consumed, global."""
+        return self.position.consumed_tokens
+
+    @property
+    def consumed_samples(self) -> int:
+        """Samples consumed, global."""
+        return self.position.consumed_samples
+
+    @property
+    def progress(self) -> Progress:
+        """Cumulative progress in the schedule's unit (int tokens, or a Fraction of passes)."""
+        return self.position.progress
+
     @property
     def phase_idx(self) -> int:
         """The phase the next step draws from; ``num_phases`` once the schedule is done."""
@@ -268,14 +286,16 @@ class Curriculum:
         loader = self._loader
         assert loader is not None  # a step in flight has its loader
         num_samples = len(step.samples)
-        self.global_step = step.global_step
         progress_before = self.progress
-        self.consumed_tokens += step.step_tokens
-        self.consumed_samples += num_samples
-        if self.schedule.unit == "tok":
-            self.progress += step.step_tokens
-        else:
-            self.progress += Fraction(num_samples, loader.samples_per_pass)
+        self.position = self.position.advanced(
+            step_tokens=step.step_tokens,
+            num_samples=num_samples,
+            progress=(
+                step.step_tokens
+                if self.schedule.unit == "tok"
+                else Fraction(num_samples, loader.samples_per_pass)
+            ),
+        )
         reason = result["skip_reason"]
         self.num_skipped_steps += int(reason == "no_loss_tokens")
         if reason in ("nonfinite_loss", "nonfinite_grad_norm"):
@@ -408,10 +428,12 @@ class Curriculum:
     ) -> None:
         """Move to a position; the loader and re-weighting states apply when its loader opens."""
         self._close_loader()
-        self.global_step = global_step
-        self.consumed_tokens = consumed_tokens
-        self.consumed_samples = consumed_samples
-        self.progress = progress
+        self.position = Position(
+            global_step=global_step,
+            consumed_tokens=consumed_tokens,
+            consumed_samples=consumed_samples,
+            progress=progress,
+        )
         self._pending_loader = loader
         self._pending_dynamic = dynamic
         self._exhausted = False
