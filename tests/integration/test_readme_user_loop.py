@@ -1,13 +1,14 @@
-"""Issue 10: the README's "Use it in your own training loop" script runs as printed.
+"""Issue 10: the user-loop script of ``docs/own-loop.md`` ("A complete script") runs as printed.
 
-The fenced block after the ``<!-- my_loop.py: ... -->`` comment is written to ``my_loop.py`` and
-launched as the README says (``deepspeed --num_gpus 2 my_loop.py --deepspeed_config ds.json
---run-dir ...``) on 2 CPU gloo ranks over a 2-phase token schedule (1000 + 2000 tokens, global
-batch 8). Its ``metrics.jsonl`` must be the schedule: every step's token count equals the global
-batch the schedule draws (replayed here with the phase loaders, swapping at the first step whose
-cumulative count reaches 1000), the run ends at the first step reaching 3000, and the script's
-checkpoint cadence left ``latest`` on the last step. A second launch of the same command resumes
-from that checkpoint and trains nothing more.
+The script moved there from the README (issue 18). The fenced block after the
+``<!-- my_loop.py: ... -->`` comment is written to ``my_loop.py`` and launched as the page says
+(``deepspeed --num_gpus 2 my_loop.py --deepspeed_config ds.json --run-dir ...``) on 2 CPU gloo
+ranks over a 2-phase token schedule (1000 + 2000 tokens, global batch 8). Its ``metrics.jsonl``
+must be the schedule: every step's token count equals the global batch the schedule draws
+(replayed here with the phase loaders, swapping at the first step whose cumulative count reaches
+1000), the run ends at the first step reaching 3000, and the script's checkpoint cadence left
+``latest`` on the last step. A second launch of the same command resumes from that checkpoint and
+trains nothing more.
 """
 
 from __future__ import annotations
@@ -26,16 +27,17 @@ from curriculum_ds.runlog import read_jsonl
 
 pytestmark = pytest.mark.distributed
 
+OWN_LOOP_PAGE = "docs/own-loop.md"
 MARKER = "<!-- my_loop.py: tests/integration/test_readme_user_loop.py runs the next block"
 GLOBAL_BATCH = 2 * 2 * 2  # micro-batch 2 x GAS 2 x 2 ranks
 SAVE_INTERVAL = 5
 BOUNDARY, MAX_DURATION = 1000, 3000
 
 
-def readme_script() -> str:
-    """The ```python block right after the marker comment, exactly as printed."""
-    text = (REPO / "README.md").read_text()
-    assert text.count(MARKER) == 1, "the README's user-loop marker comment is missing"
+def documented_script() -> str:
+    """The ```python block right after the marker comment of docs/own-loop.md, as printed."""
+    text = (REPO / OWN_LOOP_PAGE).read_text()
+    assert text.count(MARKER) == 1, f"the user-loop marker comment of {OWN_LOOP_PAGE} is missing"
     after = text[text.index(MARKER) :]
     match = re.match(r"<!--[^\n]*-->\n```python\n(.*?)\n```\n", after, re.DOTALL)
     assert match is not None, "no ```python block right after the marker"
@@ -46,7 +48,7 @@ def readme_script() -> str:
 def readme_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("readme_loop")
     script = root / "my_loop.py"
-    script.write_text(readme_script())
+    script.write_text(documented_script())
     short = make_dataset(root, "short", ragged_docs(200, seed=1, min_len=10, max_len=40))
     long = make_dataset(root, "long", ragged_docs(200, seed=2, min_len=30, max_len=63))
     cfg = write_ds_config(root / "ds.json", two_phase_curriculum(short, long))
@@ -81,7 +83,7 @@ def expected_step_tokens(cfg: Path, num_steps: int) -> list[tuple[str, int]]:
 
 
 def test_readme_block_is_the_script_with_the_documented_loop():
-    script = readme_script()
+    script = documented_script()
     compile(script, "my_loop.py", "exec")
     for line in (
         "engine, curriculum = curriculum_ds.initialize(model=model, config=args.deepspeed_config)",
