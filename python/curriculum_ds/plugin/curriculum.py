@@ -4,7 +4,7 @@ Iterating a :class:`Curriculum` yields :class:`~curriculum_ds.plugin.step.Step` 
 optimizer step, until ``max_duration``. The curriculum owns everything a step needs between two
 optimizer steps: the phase schedule and its exact boundaries, the current phase's loader (built
 when the phase starts, closed when it ends), the dynamic re-weighting, the counters, and the
-checkpoint state (:class:`~curriculum_ds.state.CurriculumState`, in DeepSpeed's
+checkpoint state (:class:`~curriculum_ds.checkpoint.state.CurriculumState`, in DeepSpeed's
 ``client_state``). It holds no RNG: every global batch is a pure function of (seed, phase,
 counters), so every rank draws the same batch and takes its own slice.
 """
@@ -21,20 +21,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch.distributed as dist
 
+from curriculum_ds.checkpoint import engine_io
+from curriculum_ds.checkpoint.rules import check_resume
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr
 from curriculum_ds.monitoring import CurriculumMonitor
-from curriculum_ds.plugin import checkpoints
 from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.position import Position
-from curriculum_ds.resume_rules import check_resume
 from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
-from curriculum_ds.state import CurriculumState
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -454,7 +454,7 @@ class Curriculum:
     def load_state_dict(self, state: Mapping[str, Any] | CurriculumState) -> list[str]:
         """Continue from a saved state under this (possibly edited) schedule.
 
-        Applies the resume rules (:func:`curriculum_ds.resume_rules.check_resume`): completed
+        Applies the resume rules (:func:`curriculum_ds.checkpoint.rules.check_resume`): completed
         phases frozen, the current phase's data frozen and its duration at least what it
         consumed, later phases free. The continuation draws the same samples as the
         uninterrupted run would have.
@@ -542,7 +542,7 @@ class Curriculum:
         self._check_nonfinite_limit()
         state = {**(client_state or {}), "curriculum": self.state_dict()}
         tag = f"global_step{self.global_step}"
-        return checkpoints.save(self.engine, Path(save_dir), tag, state)
+        return engine_io.save(self.engine, Path(save_dir), tag, state)
 
     def load_checkpoint(
         self, load_dir: str | os.PathLike[str], *, tag: str | None = None
@@ -572,12 +572,12 @@ class Curriculum:
             StepError: a step is in flight.
         """
         self._check_between_steps("load_checkpoint")
-        found = checkpoints.find(Path(load_dir), tag)
+        found = engine_io.find(Path(load_dir), tag)
         if found is None:
             return None
         load_dir, tag = found
-        note = checkpoints.global_batch_note(load_dir / tag, self.global_batch_size)
-        saved = checkpoints.load(self.engine, self.config, load_dir, tag)
+        note = engine_io.global_batch_note(load_dir / tag, self.global_batch_size)
+        saved = engine_io.load(self.engine, self.config, load_dir, tag)
         if note is not None and self.dp_rank == 0:
             print(f"curriculum_ds: note: {note}", file=sys.stderr)
         if saved is None:

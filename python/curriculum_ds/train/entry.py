@@ -33,11 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     checkpoint; 1: a refused config or resume, or ``curriculum.max_consecutive_nonfinite``
     non-finite steps in a row (one line each).
     """
-    from curriculum_ds.checkpoint import read_curriculum_state, resume_target
+    from curriculum_ds.checkpoint.files import read_curriculum_state, resume_target
+    from curriculum_ds.checkpoint.rules import check_resume
     from curriculum_ds.config import load_config
     from curriculum_ds.distributed import LocalRankError, lock_run_dir
     from curriculum_ds.errors import ConfigError, CurriculumError, DownloadError
-    from curriculum_ds.resume_rules import check_resume
 
     is_rank0 = os.environ.get("RANK", "0") == "0"
     run_dir_lock = None  # held (open) until this process ends

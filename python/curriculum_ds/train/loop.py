@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from curriculum_ds.train.model import build_model
+from curriculum_ds.default_model import build_model
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,8 +32,8 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
     import torch.distributed as dist
 
     import curriculum_ds as cds
+    from curriculum_ds.checkpoint.retention import prune_checkpoints
     from curriculum_ds.progress import StepLogger, banner
-    from curriculum_ds.retention import prune_checkpoints
     from curriculum_ds.runlog import RunLog
 
     cfg = run.curriculum

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.config import CurriculumConfig, Duration, PhaseConfig
 from curriculum_ds.errors import ConfigError, ResumeError
 from curriculum_ds.schedule import (
@@ -29,7 +30,6 @@ from curriculum_ds.schedule import (
     phase_fingerprint,
     phase_label,
 )
-from curriculum_ds.state import CurriculumState
 
 __all__ = ["ResumePlan", "check_resume", "fresh_plan"]
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from curriculum_ds.checkpoint.rules import check_resume
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.config import parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.resume_rules import check_resume
-from curriculum_ds.state import CurriculumState
 
 
 def _cfg(**dynamic):

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
-from curriculum_ds.checkpoint import locate_checkpoint, model_states, read_curriculum_state
+from curriculum_ds.checkpoint import universal
+from curriculum_ds.checkpoint.files import locate_checkpoint, model_states, read_curriculum_state
+from curriculum_ds.checkpoint.rules import check_resume
 from curriculum_ds.errors import CheckpointError, ResumeError
-from curriculum_ds.plugin import universal
-from curriculum_ds.resume_rules import check_resume
 
 if TYPE_CHECKING:
     from curriculum_ds.config import CurriculumConfig
@@ -89,7 +89,7 @@ def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dic
 
     A ZeRO checkpoint written on another data-parallel world size is converted once to
     DeepSpeed's universal format (``load_dir/<tag>_universal``, see
-    :mod:`curriculum_ds.plugin.universal`) and loaded from there; the original is untouched.
+    :mod:`curriculum_ds.checkpoint.universal`) and loaded from there; the original is untouched.
 
     Returns:
         The saved curriculum state (None for a checkpoint of a run without curriculum).

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from curriculum_ds.checkpoint.rules import check_resume
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.config import CurriculumConfig, parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.resume_rules import check_resume
-from curriculum_ds.state import CurriculumState
 
 SavedCurriculum = dict[str, Any]
 

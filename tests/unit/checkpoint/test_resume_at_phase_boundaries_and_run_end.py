@@ -8,9 +8,9 @@ from fractions import Fraction
 import pytest
 from resume_sections import refused, save, section
 
+from curriculum_ds.checkpoint.rules import check_resume
 from curriculum_ds.config import CurriculumConfig, parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.resume_rules import check_resume
 
 
 def two_phases() -> CurriculumConfig:

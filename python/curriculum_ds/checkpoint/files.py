@@ -124,7 +124,7 @@ def resume_verdict(run: RunConfig, ckpt: Path) -> str:
 
     Progress is shown in the config's duration syntax with its unit (``4763tok``, ``0.5ep``).
     """
-    from curriculum_ds.resume_rules import check_resume
+    from curriculum_ds.checkpoint.rules import check_resume
     from curriculum_ds.schedule import duration_str
 
     tag, saved = read_curriculum_state(ckpt)

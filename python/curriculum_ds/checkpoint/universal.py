@@ -23,9 +23,9 @@ from typing import Any
 
 import torch.distributed as dist
 
-from curriculum_ds.checkpoint import model_states
+from curriculum_ds.checkpoint.files import model_states
+from curriculum_ds.checkpoint.retention import UNIVERSAL_SUFFIX
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.retention import UNIVERSAL_SUFFIX
 
 __all__ = ["SUFFIX", "TMP_PREFIX", "load", "prepare", "saved_dp_world_size", "universal_tag"]
 

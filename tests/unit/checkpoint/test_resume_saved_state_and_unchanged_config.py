@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from resume_sections import BASE, MID_MIX, save, saved_curriculum
 
+from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.config import parse_curriculum
-from curriculum_ds.resume_rules import ResumePlan, check_resume
 from curriculum_ds.schedule import PhaseSchedule, phase_fingerprint
 
 

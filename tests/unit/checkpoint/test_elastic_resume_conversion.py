@@ -1,4 +1,4 @@
-"""Issue 13 item 1, the decisions of curriculum_ds.plugin.universal without ranks: when a
+"""Issue 13 item 1, the decisions of curriculum_ds.checkpoint.universal without ranks: when a
 checkpoint is converted to DeepSpeed's universal format, and a failed conversion is one line that
 leaves nothing behind. (The conversions themselves run on real ranks in
 tests/integration/test_elastic_resume.py.)"""
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from curriculum_ds.checkpoint import universal
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.plugin import universal
 
 
 def _tag(root: Path, *, dp_world_size: int, optim: bool) -> Path:
