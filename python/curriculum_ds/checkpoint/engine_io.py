@@ -1,10 +1,11 @@
 """DeepSpeed checkpoints with the curriculum inside: the ``latest`` protocol and load errors.
 
 ``save`` writes the engine's checkpoint (the curriculum state in its ``client_state``) and then
-moves ``latest`` to it, atomically, once every rank's files are on disk; ``load`` checks the
-resume rules against the checkpoint's curriculum state before DeepSpeed touches the engine and
-turns DeepSpeed's load failures into one :class:`~curriculum_ds.errors.ResumeError` line.
-:class:`~curriculum_ds.plugin.curriculum.Curriculum` is their one user.
+moves ``latest`` to it, atomically, once every rank's files are on disk; ``load`` takes a tag read
+once (:class:`~curriculum_ds.checkpoint.files.SavedTag`), checks the resume rules against it
+before DeepSpeed touches the engine (unless the caller checked them already and hands the plan
+on), and turns DeepSpeed's load failures into one :class:`~curriculum_ds.errors.ResumeError`
+line. :class:`~curriculum_ds.plugin.curriculum.Curriculum` is their one user.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 import torch.distributed as dist
 
 from curriculum_ds.checkpoint import universal
-from curriculum_ds.checkpoint.files import locate_checkpoint, model_states, read_curriculum_state
-from curriculum_ds.checkpoint.rules import check_resume
+from curriculum_ds.checkpoint.files import SavedTag, locate_checkpoint
+from curriculum_ds.checkpoint.rules import ResumePlan, check_resume, fresh_plan
 from curriculum_ds.errors import CheckpointError, ResumeError
 
 if TYPE_CHECKING:
+    from curriculum_ds.checkpoint.state import CurriculumState
     from curriculum_ds.config import CurriculumConfig
 
 __all__ = ["find", "global_batch_note", "load", "publish_latest", "save"]
@@ -84,30 +86,44 @@ def find(load_dir: Path, tag: str | None) -> tuple[Path, str] | None:
     return locate_checkpoint(load_dir)
 
 
-def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dict[str, Any] | None:
-    """Load ``load_dir/tag`` into ``engine`` after the resume rules accept its curriculum state.
+def load(
+    engine: Any,
+    config: CurriculumConfig,
+    saved: SavedTag,
+    plan: ResumePlan | None = None,
+) -> tuple[ResumePlan, CurriculumState | None]:
+    """Load the tag ``saved`` into ``engine`` once the resume rules accept it.
 
     A ZeRO checkpoint written on another data-parallel world size is converted once to
     DeepSpeed's universal format (``load_dir/<tag>_universal``, see
     :mod:`curriculum_ds.checkpoint.universal`) and loaded from there; the original is untouched.
 
+    Args:
+        engine: the DeepSpeed engine to load into.
+        config: the curriculum config the run continues under.
+        saved: the tag, read once by :func:`~curriculum_ds.checkpoint.files.open_tag`.
+        plan: ``check_resume(config, saved)`` when the caller has checked it already (the
+            reference loop does before DeepSpeed starts); None: checked here.
+
     Returns:
-        The saved curriculum state (None for a checkpoint of a run without curriculum).
+        ``(plan, state)``: where the run continues, and the saved curriculum state it restores
+        (None for a checkpoint of a run without curriculum: the plan is then
+        :func:`~curriculum_ds.checkpoint.rules.fresh_plan` with the engine's step count).
 
     Raises:
         ResumeError: the resume rules refuse it (the engine is untouched then), its files cannot
             be read, or DeepSpeed cannot load it into this engine (another model's, a missing or
             truncated file, a data-parallel world size it cannot take): one line naming it.
     """
-    _, saved = read_curriculum_state(load_dir / tag)
-    if saved is not None:
-        check_resume(config, saved)  # refuse before the engine changes
-    universal_tag = universal.prepare(engine, load_dir, tag)  # another data-parallel world size
+    if plan is None:
+        plan = check_resume(config, saved)  # refuse before the engine changes
+    load_dir, tag = saved.load_dir, saved.tag
+    universal_tag = universal.prepare(engine, saved)  # another data-parallel world size
     try:
         if universal_tag is None:
-            load_path, client_state = engine.load_checkpoint(str(load_dir), tag=tag)
+            load_path, _ = engine.load_checkpoint(str(load_dir), tag=tag)
         else:
-            load_path, client_state = universal.load(engine, load_dir, universal_tag)
+            load_path, _ = universal.load(engine, load_dir, universal_tag)
     except Exception as exc:
         raise ResumeError(
             f"{load_dir / tag}: DeepSpeed cannot load this checkpoint into this engine "
@@ -115,25 +131,23 @@ def load(engine: Any, config: CurriculumConfig, load_dir: Path, tag: str) -> dic
         ) from None
     if load_path is None:
         raise ResumeError(f"{load_dir / tag}: DeepSpeed could not load this checkpoint")
-    saved_state: dict[str, Any] | None = (client_state or {}).get("curriculum")
-    return saved_state
+    if saved.curriculum is None:  # a DeepSpeed run without curriculum: its step count is kept
+        plan = fresh_plan(config, global_step=int(engine.global_steps))
+    return plan, saved.curriculum
 
 
-def global_batch_note(tag_dir: Path, global_batch_size: int) -> str | None:
-    """One line when ``tag_dir`` was written with another global batch size (None otherwise).
+def global_batch_note(saved: SavedTag, global_batch_size: int) -> str | None:
+    """One line when ``saved`` was written with another global batch size (None otherwise).
 
     Such a resume is accepted: the sample sequence continues from the saved counters, cut into
     batches of the new size; the line says what differs from the uninterrupted run.
-
-    Raises:
-        ResumeError: the model states file is missing or unreadable.
     """
-    saved = (model_states(tag_dir).get("ds_config") or {}).get("train_batch_size")
-    if saved is None or int(saved) == global_batch_size:
+    before = saved.train_batch_size
+    if before is None or before == global_batch_size:
         return None
     return (
-        f"{tag_dir}: global batch size {saved} at the checkpoint, {global_batch_size} now: the "
-        f"same sample sequence continues in batches of {global_batch_size}; phase boundary "
+        f"{saved.path}: global batch size {before} at the checkpoint, {global_batch_size} now: "
+        f"the same sample sequence continues in batches of {global_batch_size}; phase boundary "
         "steps, the updates and dynamic re-weighting's recompute intervals differ from the "
         "uninterrupted run's"
     )

@@ -11,6 +11,7 @@ from resume_sections import BASE, MID_MIX, save, saved_curriculum
 
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.config import parse_curriculum
+from curriculum_ds.position import Position
 from curriculum_ds.schedule import PhaseSchedule, phase_fingerprint
 
 
@@ -35,12 +36,9 @@ def test_unchanged_config_resumes_in_place() -> None:
     plan = check_resume(BASE, MID_MIX)
     assert plan == ResumePlan(
         phase_idx=1,
-        progress=1500,
+        position=Position(global_step=7, consumed_tokens=1500, consumed_samples=21, progress=1500),
         phase_progress=500,
         is_new_phase=False,
-        global_step=7,
-        consumed_tokens=1500,
-        consumed_samples=21,
         notes=(),
     )
 
