@@ -8,8 +8,10 @@ A resume reads a tag once (:func:`~curriculum_ds.checkpoint.files.open_tag`, one
 
 Modules, one concern each:
 
-* ``state``: the schema, :class:`CurriculumState` and its typed loader and re-weighting parts
-  (``client_state["curriculum"]`` of a DeepSpeed checkpoint);
+* ``state``: the schema, :class:`CurriculumState` (``client_state["curriculum"]`` of a DeepSpeed
+  checkpoint), whose counters are one :class:`~curriculum_ds.position.Position`;
+* ``substates``: its loader and re-weighting parts, typed (:class:`LoaderState`,
+  :class:`DynamicState`), refusing a malformed one by naming the key;
 * ``rules``: the resume rules (:func:`check_resume` → :class:`ResumePlan`), pure;
 * ``files``: finding and reading a tag without DeepSpeed (``latest``, ``--resume``,
   :func:`open_tag`, the ``validate --resume-from`` verdict);
