@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from curriculum_ds.checkpoint.files import SavedTag
-from curriculum_ds.checkpoint.state import CurriculumState
+from curriculum_ds.checkpoint.state import CurriculumState, DynamicState
 from curriculum_ds.config import CurriculumConfig, Duration, PhaseConfig
 from curriculum_ds.errors import ConfigError, ResumeError
 from curriculum_ds.position import Position
@@ -139,20 +139,11 @@ def _saved_schedule(phases: list[dict[str, Any]], seed: int, unit: str) -> Curri
 
 def _drawn_phase(state: CurriculumState) -> int | None:
     """The phase the saved loader state belongs to (the last phase drawn from), if known."""
-    if state.loader is None:
-        return None
-    idx = state.loader.get("phase_idx")
-    if idx is None:
-        return None
-    if isinstance(idx, bool) or not isinstance(idx, int):
-        raise ResumeError(
-            f"checkpoint curriculum state: 'loader.phase_idx' has the wrong type ({idx!r})"
-        )
-    return idx
+    return None if state.loader is None else state.loader.phase_idx
 
 
 def _check_dynamic_unchanged(
-    cfg: CurriculumConfig, saved_dynamic: Any, phase_idx: int, phase_name: str
+    cfg: CurriculumConfig, saved_dynamic: DynamicState | None, phase_idx: int, phase_name: str
 ) -> None:
     """Inside a phase the re-weighting state continues, so its shape may not change.
 
@@ -166,16 +157,9 @@ def _check_dynamic_unchanged(
             f"curriculum.dynamic.enabled: {where}, which ran with dynamic re-weighting "
             f"{'on' if was_on else 'off'}; it cannot change before that phase ends"
         )
-    if not was_on:
+    if saved_dynamic is None:
         return
-    try:
-        saved_buckets = len(saved_dynamic["probs"])
-        saved_window = int(saved_dynamic["window"]["capacity"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ResumeError(
-            f"checkpoint curriculum state: the dynamic re-weighting state is malformed "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
+    saved_buckets, saved_window = saved_dynamic.num_buckets, saved_dynamic.window_capacity
     if saved_buckets != cfg.dynamic.num_buckets:
         raise ResumeError(
             f"curriculum.dynamic.num_buckets: {where}, which ran with {saved_buckets} buckets, "

@@ -66,10 +66,10 @@ class CurriculumState:
             them with the new config).
         fingerprints: :func:`~curriculum_ds.schedule.phase_fingerprint` of each phase
             (informational).
-        loader: the phase loader's counters as saved (``PhaseLoader.state_dict``), None before
-            any draw; :meth:`loader_state` reads it, typed.
-        dynamic: the re-weighting state as saved (``DynamicReweighter.state_dict``), None when
-            off; :meth:`dynamic_state` reads it, typed.
+        loader: the phase loader's counters (``PhaseLoader.state_dict``, typed), None before
+            any draw.
+        dynamic: the re-weighting state (``DynamicReweighter.state_dict``, typed), None when
+            off.
         version: :data:`STATE_VERSION`.
     """
 
@@ -79,8 +79,8 @@ class CurriculumState:
     phase_idx: int
     phases: list[dict[str, Any]]
     fingerprints: list[str] = dataclasses.field(default_factory=list)
-    loader: dict[str, Any] | None = None
-    dynamic: dict[str, Any] | None = None
+    loader: LoaderState | None = None
+    dynamic: DynamicState | None = None
     version: int = STATE_VERSION
 
     @property
@@ -115,10 +115,16 @@ class CurriculumState:
         cfg: CurriculumConfig,
         position: Position,
         *,
-        loader: LoaderState | dict[str, Any] | None = None,
-        dynamic: DynamicState | dict[str, Any] | None = None,
+        loader: LoaderState | Mapping[str, Any] | None = None,
+        dynamic: DynamicState | Mapping[str, Any] | None = None,
     ) -> CurriculumState:
-        """The state of a run of ``cfg`` at ``position`` (``phase_idx`` derived). Deterministic."""
+        """The state of a run of ``cfg`` at ``position`` (``phase_idx`` derived). Deterministic.
+
+        ``loader`` and ``dynamic`` may be given in their saved (``state_dict``) form.
+
+        Raises:
+            ResumeError: one of them is malformed (names the key).
+        """
         return cls(
             seed=cfg.seed,
             unit=cfg.max_duration.unit,
@@ -126,25 +132,9 @@ class CurriculumState:
             phase_idx=PhaseSchedule(cfg).phase_at(position.progress),
             phases=[p.model_dump(mode="json") for p in cfg.schedule],
             fingerprints=[phase_fingerprint(p) for p in cfg.schedule],
-            loader=loader.to_dict() if isinstance(loader, LoaderState) else loader,
-            dynamic=dynamic.to_dict() if isinstance(dynamic, DynamicState) else dynamic,
+            loader=_loader_state(loader),
+            dynamic=_dynamic_state(dynamic),
         )
-
-    def loader_state(self) -> LoaderState | None:
-        """``loader``, typed (None when there is none).
-
-        Raises:
-            ResumeError: it is malformed (names the key, ``loader.<key>``).
-        """
-        return None if self.loader is None else LoaderState.from_dict(self.loader)
-
-    def dynamic_state(self) -> DynamicState | None:
-        """``dynamic``, typed (None when re-weighting was off).
-
-        Raises:
-            ResumeError: it is malformed (names the key, ``dynamic.<key>``).
-        """
-        return None if self.dynamic is None else DynamicState.from_dict(self.dynamic)
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: ``progress`` as exact text (``"1000"``, ``"3/2"``), the rest as is.
@@ -162,8 +152,8 @@ class CurriculumState:
             "consumed_tokens": pos.consumed_tokens,
             "consumed_samples": pos.consumed_samples,
             "fingerprints": list(self.fingerprints),
-            "loader": copy.deepcopy(self.loader),
-            "dynamic": copy.deepcopy(self.dynamic),
+            "loader": None if self.loader is None else copy.deepcopy(self.loader.to_dict()),
+            "dynamic": None if self.dynamic is None else copy.deepcopy(self.dynamic.to_dict()),
             "version": self.version,
         }
 
@@ -210,6 +200,18 @@ class CurriculumState:
                 progress=progress_from_str(_require(saved, "progress", str), unit), **counters
             ),
             fingerprints=list(saved.get("fingerprints") or []),
-            loader=dict(loader) if loader is not None else None,
-            dynamic=dict(dynamic) if dynamic is not None else None,
+            loader=_loader_state(loader),
+            dynamic=_dynamic_state(dynamic),
         )
+
+
+def _loader_state(value: LoaderState | Mapping[str, Any] | None) -> LoaderState | None:
+    if value is None or isinstance(value, LoaderState):
+        return value
+    return LoaderState.from_dict(value)
+
+
+def _dynamic_state(value: DynamicState | Mapping[str, Any] | None) -> DynamicState | None:
+    if value is None or isinstance(value, DynamicState):
+        return value
+    return DynamicState.from_dict(value)

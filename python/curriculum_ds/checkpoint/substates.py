@@ -221,9 +221,7 @@ class DynamicState:
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form (``DynamicReweighter.state_dict``'s keys, in its order)."""
-        out: dict[str, Any] = {}
-        if self.phase_idx is not None:
-            out["phase_idx"] = self.phase_idx
+        out: dict[str, Any] = {"phase_idx": self.phase_idx}
         out.update(
             probs=self.probs,
             window=dict(self.window),

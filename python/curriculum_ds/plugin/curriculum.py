@@ -427,33 +427,31 @@ class Curriculum:
     def _apply(self, plan: ResumePlan, saved: CurriculumState | None) -> None:
         """Continue where ``plan`` (already checked against this config) says, from ``saved``.
 
-        The saved loader and re-weighting states are read (typed) and restored now, so a
-        malformed one, or one that does not fit the phase's streams, is refused here and not at
-        the next draw; nothing changes then.
+        The saved loader and re-weighting states (typed, so well-formed) are restored now, so one
+        that does not fit the phase's streams is refused here and not at the next draw; nothing
+        changes then.
 
         Raises:
-            ResumeError: ``checkpoint curriculum state: ...`` naming the bad key, or what does
+            ResumeError: ``checkpoint curriculum state: cannot be restored (...)``: what does
                 not fit.
         """
         if saved is None:  # a checkpoint without curriculum: the schedule starts at phase 0
             self._move_to(plan.position, loader=None, dynamic=None)
             return
-        loader = None if plan.is_new_phase else saved.loader_state()
-        # the first phase started after a resume gets the saved re-weighting state: all of it
-        # inside that phase, the probabilities alone on a boundary (DynamicReweighter)
-        dynamic = saved.dynamic_state() if self.dynamic is not None else None
         previous = self._state()
-        self._move_to(plan.position, loader=loader, dynamic=dynamic)
+        self._move_to(
+            plan.position,
+            loader=None if plan.is_new_phase else saved.loader,
+            # the first phase started after a resume gets the saved re-weighting state: all of
+            # it inside that phase, the probabilities alone on a boundary (DynamicReweighter)
+            dynamic=saved.dynamic,
+        )
         if self.is_done:
             return
         try:  # restore now; these are the loader's and the kernels' "does not fit" errors
             self._phase_loader()
         except (ValueError, SamplingError, BucketingError) as exc:
-            self._move_to(
-                previous.position,
-                loader=previous.loader_state(),
-                dynamic=previous.dynamic_state(),
-            )
+            self._move_to(previous.position, loader=previous.loader, dynamic=previous.dynamic)
             raise ResumeError(
                 f"checkpoint curriculum state: cannot be restored ({type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else exc!r})"

@@ -22,6 +22,29 @@ def saved_curriculum(cfg: CurriculumConfig, progress: int | Fraction, **counters
     return CurriculumState.at(cfg, progress, **counters).to_dict()
 
 
+def loader_state(phase_idx: int, num_samples: int) -> dict[str, Any]:
+    """A well-formed saved loader state of a one-stream phase (``PhaseLoader.state_dict``)."""
+    return {
+        "phase_idx": phase_idx,
+        "num_samples": num_samples,
+        "stream_counts": [num_samples],
+        "samplers": [{"seed": 0, "num_draws": num_samples}],
+    }
+
+
+def dynamic_state(probs: Any, window: int, phase_idx: int = 0) -> dict[str, Any]:
+    """A well-formed saved re-weighting state (``DynamicReweighter.state_dict``), empty window."""
+    return {
+        "phase_idx": phase_idx,
+        "probs": probs,
+        "window": {"capacity": window, "values": [], "num_non_finite": 0},
+        "last_loss": [],
+        "buckets": None,
+        "edges": None,
+        "num_recomputes": 0,
+    }
+
+
 def section() -> dict[str, Any]:
     """short 1000tok → mix 2000tok → cool 1000tok (4000tok)."""
     return {

@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from resume_sections import BASE, MID_MIX, save, saved_curriculum
+from resume_sections import BASE, MID_MIX, loader_state, save, saved_curriculum
 
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.config import parse_curriculum
@@ -44,7 +44,7 @@ def test_unchanged_config_resumes_in_place() -> None:
 
 
 def test_extra_keys_from_the_training_loop_are_ignored() -> None:
-    saved = save(BASE, 1500, loader={"cursor": [1, 2]}, dynamic=None)
+    saved = save(BASE, 1500, loader={**loader_state(1, 21), "cursor": [1, 2]}, dynamic=None)
     assert check_resume(BASE, saved).phase_idx == 1
 
 

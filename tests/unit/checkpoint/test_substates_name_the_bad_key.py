@@ -117,3 +117,15 @@ def test_the_saved_state_keeps_its_version_1_keys_in_order():
         "version",
     ]
     assert CurriculumState.from_dict(saved).to_dict() == saved
+
+
+def test_the_resume_rules_refuse_a_malformed_loader_state_before_anything_loads():
+    from resume_sections import BASE, save
+
+    from curriculum_ds.checkpoint.rules import check_resume
+
+    saved = save(BASE, 1500, loader={"cursor": [1, 2]}, dynamic=None)
+    with pytest.raises(
+        ResumeError, match=r"^checkpoint curriculum state: missing 'loader\.samplers'$"
+    ):
+        check_resume(BASE, saved)
