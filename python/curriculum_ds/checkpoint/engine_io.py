@@ -1,23 +1,25 @@
-"""DeepSpeed checkpoints with the curriculum inside: the ``latest`` protocol and load errors.
+r"""DeepSpeed checkpoints with the curriculum inside: the ``latest`` protocol and load errors.
 
-``save`` writes the engine's checkpoint (the curriculum state in its ``client_state``) and then
-moves ``latest`` to it, atomically, once every rank's files are on disk; ``load`` takes a tag read
-once (:class:`~curriculum_ds.checkpoint.files.SavedTag`), checks the resume rules against it
-before DeepSpeed touches the engine (unless the caller checked them already and hands the plan
-on), and turns DeepSpeed's load failures into one :class:`~curriculum_ds.errors.ResumeError`
-line. :class:`~curriculum_ds.plugin.curriculum.Curriculum` is their one user.
+One call each way. ``save`` writes the engine's checkpoint (the curriculum state in its
+``client_state``) and then moves ``latest`` to it, atomically, once every rank's files are on
+disk. ``resume`` finds a tag, reads it once (:func:`~curriculum_ds.checkpoint.files.open_tag`)
+unless the caller has, and ``load``\ s it: the resume rules are checked against it before
+DeepSpeed touches the engine (unless the caller checked them already and hands the plan on), and
+DeepSpeed's load failures become one :class:`~curriculum_ds.errors.ResumeError` line.
+:class:`~curriculum_ds.plugin.curriculum.Curriculum` is their one user.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
 from curriculum_ds.checkpoint import universal
-from curriculum_ds.checkpoint.files import SavedTag, locate_checkpoint
+from curriculum_ds.checkpoint.files import SavedTag, locate_checkpoint, open_tag
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume, fresh_plan
 from curriculum_ds.errors import CheckpointError, ResumeError
 
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from curriculum_ds.checkpoint.state import CurriculumState
     from curriculum_ds.config import CurriculumConfig
 
-__all__ = ["find", "global_batch_note", "load", "publish_latest", "save"]
+__all__ = ["find", "global_batch_note", "load", "publish_latest", "resume", "save"]
 
 
 def save(engine: Any, save_dir: Path, tag: str, client_state: dict[str, Any]) -> Path:
@@ -84,6 +86,51 @@ def find(load_dir: Path, tag: str | None) -> tuple[Path, str] | None:
     if not (load_dir / "latest").is_file() and not any(load_dir.glob("*model_states.pt")):
         return None
     return locate_checkpoint(load_dir)
+
+
+def resume(
+    engine: Any,
+    config: CurriculumConfig,
+    target: Path | SavedTag,
+    *,
+    tag: str | None = None,
+    plan: ResumePlan | None = None,
+    global_batch_size: int,
+) -> tuple[SavedTag, ResumePlan, CurriculumState | None] | None:
+    """Find the checkpoint ``target`` names, read it once and :func:`load` it. Collective.
+
+    Another global batch size than the checkpoint's is accepted with one ``curriculum_ds: note:``
+    line on stderr (global rank 0; :func:`global_batch_note`).
+
+    Args:
+        engine: the DeepSpeed engine to load into.
+        config: the curriculum config the run continues under.
+        target: a checkpoints folder (with ``latest``) or one tag folder; or a tag already read
+            by :func:`~curriculum_ds.checkpoint.files.open_tag` (not read again).
+        tag: the tag of a checkpoints folder to load; default: what ``latest`` names.
+        plan: with a read tag, ``check_resume(config, target)`` when the caller checked it
+            already (not checked again then).
+        global_batch_size: this run's samples per optimizer step, over all ranks.
+
+    Returns:
+        ``(tag read, plan, saved curriculum state or None)`` as :func:`load` gives them, or None
+        when ``target`` holds no checkpoint (no ``latest``, no tag files): a fresh start.
+
+    Raises:
+        ResumeError: as :func:`load`, or ``latest`` is unreadable.
+    """
+    if isinstance(target, SavedTag):
+        saved = target
+    else:
+        found = find(target, tag)
+        if found is None:
+            return None
+        saved, plan = open_tag(*found), None
+    note = global_batch_note(saved, global_batch_size)
+    plan, state = load(engine, config, saved, plan)
+    if note is not None and (not dist.is_initialized() or dist.get_rank() == 0):
+        print(f"curriculum_ds: note: {note}", file=sys.stderr)
+    return saved, plan, state
 
 
 def load(

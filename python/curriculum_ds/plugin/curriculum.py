@@ -12,7 +12,6 @@ counters), so every rank draws the same batch and takes its own slice.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -22,7 +21,7 @@ import numpy as np
 import torch.distributed as dist
 
 from curriculum_ds.checkpoint import engine_io
-from curriculum_ds.checkpoint.files import SavedTag, open_tag
+from curriculum_ds.checkpoint.files import SavedTag
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.checkpoint.state import CurriculumState, DynamicState, LoaderState
 from curriculum_ds.dynamic import DynamicReweighter
@@ -572,17 +571,17 @@ class Curriculum:
             StepError: a step is in flight.
         """
         self._check_between_steps("load_checkpoint")
-        if isinstance(load_dir, SavedTag):
-            saved = load_dir
-        else:
-            found = engine_io.find(Path(load_dir), tag)
-            if found is None:
-                return None
-            saved, plan = open_tag(*found), None
-        note = engine_io.global_batch_note(saved, self.global_batch_size)
-        plan, state = engine_io.load(self.engine, self.config, saved, plan)
-        if note is not None and self.dp_rank == 0:
-            print(f"curriculum_ds: note: {note}", file=sys.stderr)
+        loaded = engine_io.resume(
+            self.engine,
+            self.config,
+            load_dir if isinstance(load_dir, SavedTag) else Path(load_dir),
+            tag=tag,
+            plan=plan,
+            global_batch_size=self.global_batch_size,
+        )
+        if loaded is None:
+            return None
+        saved, plan, state = loaded
         if state is None and self.dynamic is not None:  # a DeepSpeed run without curriculum
             self.dynamic = DynamicReweighter(self.config.dynamic, seed=self.config.seed)
         self._apply(plan, state)
