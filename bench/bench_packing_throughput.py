@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                 )
             ]
         )
-        from curriculum_ds.train import build_model
+        from curriculum_ds.default_model import build_model
 
         model = build_model(None, cfg, 256)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -187,9 +187,9 @@ def build_loops(data: Path, *, num_distinct: int) -> dict[str, Any]:
     import torch.distributed as dist
 
     import curriculum_ds as cds
+    from curriculum_ds.default_model import build_model
     from curriculum_ds.loader import PhaseLoader
     from curriculum_ds.plugin import load_run_config
-    from curriculum_ds.train import build_model
 
     loops: dict[str, Any] = {}
     runs = {flag: load_run_config(ds_config(data, dynamic=flag)) for flag in (False, True)}
@@ -263,8 +263,8 @@ def build_stream_loops(data: Path, *, monitor_dir: Path) -> dict[str, Any]:
     import torch
 
     import curriculum_ds as cds
+    from curriculum_ds.default_model import build_model
     from curriculum_ds.plugin import load_run_config
-    from curriculum_ds.train import build_model
 
     config = ds_config(data, dynamic=False)
     (phase,) = config["curriculum"]["schedule"]

@@ -178,7 +178,7 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     run = load_config(ds_config, check_data=True, model=model, strict=True)
     verdict = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
-        from curriculum_ds.checkpoint import resume_verdict
+        from curriculum_ds.checkpoint.files import resume_verdict
         from curriculum_ds.errors import ResumeError
 
         if not resume_from.exists():

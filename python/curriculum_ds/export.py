@@ -13,8 +13,9 @@ A checkpoint does not record the model's architecture, so the caller says what i
   the folder's tokenizer files copied beside them). Loads with
   ``AutoModelForCausalLM.from_pretrained(OUT)``.
 * ``ds_config=FILE`` (without ``model``): the reference loop's default GPT-2, rebuilt from the
-  run's ds_config exactly as :func:`curriculum_ds.train.build_model` does (its vocabulary comes
-  from the data's recorded ``vocab_size``, so the streams must still be readable); then as above.
+  run's ds_config exactly as :func:`curriculum_ds.default_model.build_model` does (its
+  vocabulary comes from the data's recorded ``vocab_size``, so the streams must still be
+  readable); then as above.
 * neither (any other model): ``OUT/state_dict.pt``, a plain ``{name: tensor}`` for
   ``model.load_state_dict(torch.load(path))``.
 """
@@ -83,7 +84,7 @@ def consolidated_state_dict(checkpoint: str | os.PathLike[str]) -> tuple[Path, d
         ResumeError: ``checkpoint`` holds no DeepSpeed checkpoint, or its files cannot be read
             (one line naming the folder).
     """
-    from curriculum_ds.checkpoint import locate_checkpoint
+    from curriculum_ds.checkpoint.files import locate_checkpoint
 
     path = Path(checkpoint)
     if not path.is_dir():
@@ -197,7 +198,7 @@ def _build_hf_model(model: str | os.PathLike[str] | None, run: RunConfig | None)
         config = AutoConfig.from_pretrained(model)
         return AutoModelForCausalLM.from_config(config)
     assert run is not None  # the caller passes one of the two
-    from curriculum_ds.train import build_model
+    from curriculum_ds.default_model import build_model
 
     cfg = run.curriculum
     return build_model(None, cfg, max(p.train_loader.max_seq_len for p in cfg.schedule))

@@ -8,9 +8,9 @@ so phase ``k`` ends at the first step whose cumulative progress reaches ``ends[k
 "Phase boundaries are cumulative and exact"). The training loop therefore only ever asks
 ``phase_at(progress)`` after each optimizer step.
 
-The checkpoint state is :class:`curriculum_ds.state.CurriculumState`; the rules for resuming it
-under an edited schedule are :mod:`curriculum_ds.resume_rules`; the table ``validate`` prints is
-:mod:`curriculum_ds.schedule_table`.
+The checkpoint state is :class:`curriculum_ds.checkpoint.state.CurriculumState`; the rules for
+resuming it under an edited schedule are :mod:`curriculum_ds.checkpoint.rules`; the table
+``validate`` prints is :mod:`curriculum_ds.schedule_table`.
 """
 
 from __future__ import annotations

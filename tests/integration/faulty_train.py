@@ -37,7 +37,8 @@ from typing import Any
 
 import curriculum_ds.plugin as plugin
 from curriculum_ds import train
-from curriculum_ds.plugin import Curriculum, Step, checkpoints
+from curriculum_ds.checkpoint import engine_io
+from curriculum_ds.plugin import Curriculum, Step
 
 _captured: dict[str, Any] = {}
 
@@ -73,18 +74,18 @@ def install(kill_after_step: int | None, kill_during_save: int | None) -> None:
         Curriculum.__next__ = next_step  # type: ignore[method-assign]
 
     if kill_during_save is not None:
-        publish = checkpoints.publish_latest
+        publish = engine_io.publish_latest
 
         def publish_latest(save_dir: Path, tag: str) -> None:
             if tag == f"global_step{kill_during_save}":
                 _kill()  # the tag exists but `latest` never points at it
             publish(save_dir, tag)
 
-        checkpoints.publish_latest = publish_latest
+        engine_io.publish_latest = publish_latest
 
 
 def install_kill_during_prune(step: int) -> None:
-    import curriculum_ds.retention as retention
+    import curriculum_ds.checkpoint.retention as retention
 
     remove = retention._remove_trash
 
@@ -124,7 +125,7 @@ def install_sigterm(spec: str) -> None:
 
     rank_text, step_text = spec.split(":")
     rank, step = int(rank_text), int(step_text)
-    backward, publish = Step.backward, checkpoints.publish_latest
+    backward, publish = Step.backward, engine_io.publish_latest
 
     def sigterm_backward(self: Step, logits: Any, mb: Any, **kwargs: Any) -> Any:
         if mb is self.micro_batches[0] and self.global_step == step and dist.get_rank() == rank:
@@ -137,7 +138,7 @@ def install_sigterm(spec: str) -> None:
         publish(save_dir, tag)
 
     Step.backward = sigterm_backward  # type: ignore[method-assign]
-    checkpoints.publish_latest = publish_latest
+    engine_io.publish_latest = publish_latest
 
 
 def dump_logits(engine: Any, out: Path) -> None:

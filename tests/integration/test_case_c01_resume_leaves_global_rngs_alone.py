@@ -21,7 +21,7 @@ import torch
 from helpers import history
 from test_kill_and_resume_reproduce_the_run import resume_scenario
 
-from curriculum_ds.checkpoint import read_curriculum_state
+from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.loader import PhaseLoader

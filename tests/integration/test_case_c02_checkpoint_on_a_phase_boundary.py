@@ -17,7 +17,7 @@ import shutil
 import pytest
 from helpers import fixed_docs, launch, make_dataset, metrics, trace, write_ds_config
 
-from curriculum_ds.checkpoint import read_curriculum_state
+from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.loader import PhaseLoader

@@ -23,9 +23,9 @@ import torch
 from click.testing import CliRunner
 from helpers import make_dataset, metrics, ragged_docs, run_launched, write_ds_config
 
+from curriculum_ds.checkpoint.retention import TRASH_PREFIX, checkpoint_tags
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.launch import build_command
-from curriculum_ds.retention import TRASH_PREFIX, checkpoint_tags
 
 pytestmark = pytest.mark.distributed
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from helpers import launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
 
-from curriculum_ds.checkpoint import model_states
+from curriculum_ds.checkpoint.files import model_states
 
 pytestmark = pytest.mark.distributed
 

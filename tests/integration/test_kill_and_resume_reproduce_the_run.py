@@ -40,7 +40,7 @@ from helpers import (
     write_ds_config,
 )
 
-from curriculum_ds.checkpoint import read_curriculum_state
+from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.launch import launcher_env
 

@@ -4,7 +4,7 @@ Iterating a :class:`Curriculum` yields :class:`~curriculum_ds.plugin.step.Step` 
 optimizer step, until ``max_duration``. The curriculum owns everything a step needs between two
 optimizer steps: the phase schedule and its exact boundaries, the current phase's loader (built
 when the phase starts, closed when it ends), the dynamic re-weighting, the counters, and the
-checkpoint state (:class:`~curriculum_ds.state.CurriculumState`, in DeepSpeed's
+checkpoint state (:class:`~curriculum_ds.checkpoint.state.CurriculumState`, in DeepSpeed's
 ``client_state``). It holds no RNG: every global batch is a pure function of (seed, phase,
 counters), so every rank draws the same batch and takes its own slice.
 """
@@ -12,7 +12,6 @@ counters), so every rank draws the same batch and takes its own slice.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -21,20 +20,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch.distributed as dist
 
+from curriculum_ds.checkpoint import engine_io
+from curriculum_ds.checkpoint.files import SavedTag
+from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
+from curriculum_ds.checkpoint.state import CurriculumState, DynamicState, LoaderState
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr
 from curriculum_ds.monitoring import CurriculumMonitor
-from curriculum_ds.plugin import checkpoints
 from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.position import Position
-from curriculum_ds.resume_rules import check_resume
 from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
-from curriculum_ds.state import CurriculumState
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -116,8 +116,8 @@ class Curriculum:
         self.resumed_from: Path | None = None
         self._loader: PhaseLoader | None = None
         # what the next phase loader built restores (then None): set by a resume
-        self._pending_loader: dict[str, Any] | None = None
-        self._pending_dynamic: dict[str, Any] | None = None
+        self._pending_loader: LoaderState | None = None
+        self._pending_dynamic: DynamicState | None = None
         self._step: Step | None = None  # drawn and not finished
         self.stop_requested = False
         self.stop_signal = StopSignal()
@@ -255,10 +255,12 @@ class Curriculum:
             num_buckets=num_buckets,
         )
         if self.dynamic is not None:
-            loader.set_buckets(self.dynamic.start_phase(loader, self._pending_dynamic))
+            pending = self._pending_dynamic
+            saved_dynamic = None if pending is None else pending.to_dict()
+            loader.set_buckets(self.dynamic.start_phase(loader, saved_dynamic))
         saved = self._pending_loader
-        if saved is not None and saved["phase_idx"] == phase_idx:
-            loader.load_state_dict(saved)
+        if saved is not None and saved.phase_idx == phase_idx:
+            loader.load_state_dict(saved.to_dict())
         self._pending_loader = self._pending_dynamic = None
         self._loader = loader
         return loader
@@ -397,46 +399,62 @@ class Curriculum:
         return row
 
     # ------------------------------------------------------------------------------ state
-    def _zero(self) -> Progress:
-        return 0 if self.schedule.unit == "tok" else Fraction(0)
-
-    def _position(self) -> dict[str, Any]:
-        """Counters and the loader/re-weighting states: what ``_set_position`` takes back."""
+    def _state(self) -> CurriculumState:
+        """Where the curriculum stands: its position and the loader/re-weighting states."""
         loader = self._loader
-        return {
-            "global_step": self.global_step,
-            "consumed_tokens": self.consumed_tokens,
-            "consumed_samples": self.consumed_samples,
-            "progress": self.progress,
-            "loader": loader.state_dict() if loader is not None else self._pending_loader,
-            "dynamic": (
+        return CurriculumState.of(
+            self.config,
+            self.position,
+            loader=loader.state_dict() if loader is not None else self._pending_loader,
+            dynamic=(
                 None
                 if self.dynamic is None
                 else (self._pending_dynamic or self.dynamic.state_dict())
             ),
-        }
-
-    def _set_position(
-        self,
-        *,
-        global_step: int,
-        consumed_tokens: int,
-        consumed_samples: int,
-        progress: Progress,
-        loader: dict[str, Any] | None,
-        dynamic: dict[str, Any] | None,
-    ) -> None:
-        """Move to a position; the loader and re-weighting states apply when its loader opens."""
-        self._close_loader()
-        self.position = Position(
-            global_step=global_step,
-            consumed_tokens=consumed_tokens,
-            consumed_samples=consumed_samples,
-            progress=progress,
         )
+
+    def _move_to(
+        self, position: Position, *, loader: LoaderState | None, dynamic: DynamicState | None
+    ) -> None:
+        """Move to ``position``; the loader and re-weighting states apply when its loader opens."""
+        self._close_loader()
+        self.position = position
         self._pending_loader = loader
         self._pending_dynamic = dynamic
         self._exhausted = False
+
+    def _apply(self, plan: ResumePlan, saved: CurriculumState | None) -> None:
+        """Continue where ``plan`` (already checked against this config) says, from ``saved``.
+
+        The saved loader and re-weighting states (typed, so well-formed) are restored now, so one
+        that does not fit the phase's streams is refused here and not at the next draw; nothing
+        changes then.
+
+        Raises:
+            ResumeError: ``checkpoint curriculum state: cannot be restored (...)``: what does
+                not fit.
+        """
+        if saved is None:  # a checkpoint without curriculum: the schedule starts at phase 0
+            self._move_to(plan.position, loader=None, dynamic=None)
+            return
+        previous = self._state()
+        self._move_to(
+            plan.position,
+            loader=None if plan.is_new_phase else saved.loader,
+            # the first phase started after a resume gets the saved re-weighting state: all of
+            # it inside that phase, the probabilities alone on a boundary (DynamicReweighter)
+            dynamic=saved.dynamic,
+        )
+        if self.is_done:
+            return
+        try:  # restore now; these are the loader's and the kernels' "does not fit" errors
+            self._phase_loader()
+        except (ValueError, SamplingError, BucketingError) as exc:
+            self._move_to(previous.position, loader=previous.loader, dynamic=previous.dynamic)
+            raise ResumeError(
+                f"checkpoint curriculum state: cannot be restored ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else exc!r})"
+            ) from None
 
     def state_dict(self) -> dict[str, Any]:
         """The curriculum's checkpoint state (:meth:`CurriculumState.to_dict` form).
@@ -448,15 +466,14 @@ class Curriculum:
             StepError: a step is in flight (drawn, not finished).
         """
         self._check_between_steps("state_dict")
-        position = self._position()
-        return CurriculumState.at(self.config, position.pop("progress"), **position).to_dict()
+        return self._state().to_dict()
 
     def load_state_dict(self, state: Mapping[str, Any] | CurriculumState) -> list[str]:
         """Continue from a saved state under this (possibly edited) schedule.
 
-        Applies the resume rules (:func:`curriculum_ds.resume_rules.check_resume`): completed
-        phases frozen, the current phase's data frozen and its duration at least what it
-        consumed, later phases free. The continuation draws the same samples as the
+        Applies the resume rules (:func:`curriculum_ds.checkpoint.rules.check_resume`):
+        completed phases frozen, the current phase's data frozen and its duration at least what
+        it consumed, later phases free. The continuation draws the same samples as the
         uninterrupted run would have.
 
         Args:
@@ -467,39 +484,12 @@ class Curriculum:
 
         Raises:
             ResumeError: one line naming the phase and field of the first forbidden change, or
-                what is wrong with the saved state. Nothing changes then.
+                what is wrong with the saved state (naming the key). Nothing changes then.
             StepError: a step is in flight.
         """
         self._check_between_steps("load_state_dict")
         plan = check_resume(self.config, state)
-        saved = CurriculumState.from_dict(state)
-        previous = self._position()
-        self._set_position(
-            global_step=plan.global_step,
-            consumed_tokens=plan.consumed_tokens,
-            consumed_samples=plan.consumed_samples,
-            progress=plan.progress,
-            loader=None if plan.is_new_phase else saved.loader,
-            # the first phase started after a resume gets the saved re-weighting state: all of it
-            # inside that phase, the probabilities alone on a boundary (DynamicReweighter)
-            dynamic=saved.dynamic,
-        )
-        if not self.is_done:
-            try:  # restore now: a malformed state is refused here, not at the next draw
-                self._phase_loader()
-            except (
-                KeyError,
-                IndexError,
-                TypeError,
-                ValueError,
-                SamplingError,
-                BucketingError,
-            ) as exc:
-                self._set_position(**previous)
-                raise ResumeError(
-                    f"checkpoint curriculum state: cannot be restored ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0] if str(exc) else exc!r})"
-                ) from None
+        self._apply(plan, CurriculumState.from_dict(state))
         return list(plan.notes)
 
     def _check_nonfinite_limit(self) -> None:
@@ -542,25 +532,34 @@ class Curriculum:
         self._check_nonfinite_limit()
         state = {**(client_state or {}), "curriculum": self.state_dict()}
         tag = f"global_step{self.global_step}"
-        return checkpoints.save(self.engine, Path(save_dir), tag, state)
+        return engine_io.save(self.engine, Path(save_dir), tag, state)
 
     def load_checkpoint(
-        self, load_dir: str | os.PathLike[str], *, tag: str | None = None
+        self,
+        load_dir: str | os.PathLike[str] | SavedTag,
+        *,
+        tag: str | None = None,
+        plan: ResumePlan | None = None,
     ) -> Path | None:
         """Load engine and curriculum from a checkpoint; a no-op when there is none.
 
-        The resume rules are checked against the checkpoint's curriculum state before DeepSpeed
-        loads anything, so a refused resume leaves the engine untouched. A ZeRO checkpoint of
-        another data-parallel world size is converted once to DeepSpeed's universal format
-        (``<tag>_universal`` beside it) and loaded from there; with the same global batch size
-        the run continues with the uninterrupted run's global batches. Another global batch size
-        is accepted with one ``curriculum_ds: note:`` line on stderr (rank 0). A DeepSpeed
-        checkpoint without curriculum state starts the schedule at its first phase and keeps the
-        engine's step count.
+        The tag's files are read once, and the resume rules are checked against its curriculum
+        state before DeepSpeed loads anything, so a refused resume leaves the engine untouched. A
+        ZeRO checkpoint of another data-parallel world size is converted once to DeepSpeed's
+        universal format (``<tag>_universal`` beside it) and loaded from there; with the same
+        global batch size the run continues with the uninterrupted run's global batches. Another
+        global batch size is accepted with one ``curriculum_ds: note:`` line on stderr (rank 0).
+        A DeepSpeed checkpoint without curriculum state starts the schedule at its first phase
+        and keeps the engine's step count.
 
         Args:
-            load_dir: a checkpoints folder (with ``latest``) or one tag folder.
+            load_dir: a checkpoints folder (with ``latest``) or one tag folder; or the tag
+                already read (:func:`curriculum_ds.checkpoint.files.open_tag`), which is not read
+                again.
             tag: the tag to load; default: what ``latest`` names.
+            plan: with a read tag, ``check_resume(self.config, load_dir)`` when the caller
+                checked it already (the reference loop does, before DeepSpeed starts); it is not
+                checked again then.
 
         Returns:
             The tag folder loaded, or None when ``load_dir`` holds no checkpoint (no ``latest``
@@ -572,29 +571,21 @@ class Curriculum:
             StepError: a step is in flight.
         """
         self._check_between_steps("load_checkpoint")
-        found = checkpoints.find(Path(load_dir), tag)
-        if found is None:
+        loaded = engine_io.resume(
+            self.engine,
+            self.config,
+            load_dir if isinstance(load_dir, SavedTag) else Path(load_dir),
+            tag=tag,
+            plan=plan,
+            global_batch_size=self.global_batch_size,
+        )
+        if loaded is None:
             return None
-        load_dir, tag = found
-        note = checkpoints.global_batch_note(load_dir / tag, self.global_batch_size)
-        saved = checkpoints.load(self.engine, self.config, load_dir, tag)
-        if note is not None and self.dp_rank == 0:
-            print(f"curriculum_ds: note: {note}", file=sys.stderr)
-        if saved is None:
-            # a DeepSpeed run without curriculum: start the schedule, keep its step count
-            self._set_position(
-                global_step=int(self.engine.global_steps),
-                consumed_tokens=0,
-                consumed_samples=0,
-                progress=self._zero(),
-                loader=None,
-                dynamic=None,
-            )
-            if self.dynamic is not None:
-                self.dynamic = DynamicReweighter(self.config.dynamic, seed=self.config.seed)
-        else:
-            self.load_state_dict(saved)
-        self.resumed_from = load_dir / tag
+        saved, plan, state = loaded
+        if state is None and self.dynamic is not None:  # a DeepSpeed run without curriculum
+            self.dynamic = DynamicReweighter(self.config.dynamic, seed=self.config.seed)
+        self._apply(plan, state)
+        self.resumed_from = saved.path
         return self.resumed_from
 
     def __repr__(self) -> str:

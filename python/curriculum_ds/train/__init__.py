@@ -10,22 +10,23 @@ happens inside the API, so a loop of your own does exactly what this one does.
 Around the loop, from public modules a user loop can call the same way: the start banner and a
 log line every ``--log-interval`` steps when stderr is not a terminal or with ``--no-progress``
 (:mod:`curriculum_ds.progress`; a tqdm bar on a terminal), ``--keep-last N`` checkpoint tags
-(:func:`curriculum_ds.retention.prune_checkpoints`, rank 0, after ``save_checkpoint`` returned)
-and ``--export-final DIR`` (:func:`curriculum_ds.export.export_checkpoint`, rank 0, after the
-last save). SIGTERM (preemption) ends the loop after the step in progress, with a checkpoint of
-it (``curriculum.stop_requested``), exit code 0.
+(:func:`curriculum_ds.checkpoint.retention.prune_checkpoints`, rank 0, after ``save_checkpoint``
+returned) and ``--export-final DIR`` (:func:`curriculum_ds.export.export_checkpoint`, rank 0,
+after the last save). SIGTERM (preemption) ends the loop after the step in progress, with a
+checkpoint of it (``curriculum.stop_requested``), exit code 0.
 
 The module is a package: ``args`` (the command line), ``entry`` (:func:`main`: the checks before
 any rank trains, the run-dir lock, the exit code; :func:`shutdown`), ``loop`` (:func:`train`, the
-loop itself, and its end-of-run summary), ``model`` (:func:`build_model`, the default model).
+loop itself, and its end-of-run summary). Its default model is the library's
+(:func:`curriculum_ds.default_model.build_model`, re-exported here).
 """
 
 from __future__ import annotations
 
+from curriculum_ds.default_model import build_model
 from curriculum_ds.train.args import build_parser, parse_args
 from curriculum_ds.train.entry import main, shutdown
 from curriculum_ds.train.loop import skipped_steps_warning, train
-from curriculum_ds.train.model import build_model
 
 __all__ = [
     "build_model",

@@ -33,11 +33,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     checkpoint; 1: a refused config or resume, or ``curriculum.max_consecutive_nonfinite``
     non-finite steps in a row (one line each).
     """
-    from curriculum_ds.checkpoint import read_curriculum_state, resume_target
+    from curriculum_ds.checkpoint.files import open_tag, resume_target
+    from curriculum_ds.checkpoint.rules import check_resume
     from curriculum_ds.config import load_config
     from curriculum_ds.distributed import LocalRankError, lock_run_dir
     from curriculum_ds.errors import ConfigError, CurriculumError, DownloadError
-    from curriculum_ds.resume_rules import check_resume
 
     is_rank0 = os.environ.get("RANK", "0") == "0"
     run_dir_lock = None  # held (open) until this process ends
@@ -53,11 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError(
                 f"--export-final {args.export_final}: exists and is not an empty folder"
             )
-        resume = resume_target(args.resume, args.run_dir)
-        if resume is not None:  # the resume rules, before DeepSpeed starts
-            _, saved = read_curriculum_state(resume[0] / resume[1])
-            if saved is not None:
-                check_resume(run.curriculum, saved)
+        target = resume_target(args.resume, args.run_dir)
+        resume = None
+        if target is not None:  # the resume rules, before DeepSpeed starts: the one check
+            saved = open_tag(*target)  # the tag's one read; the load takes it as it is
+            resume = (saved, check_resume(run.curriculum, saved))
     except (CurriculumError, LocalRankError) as exc:
         # every rank reaches the same verdict on the same files: one line, from global rank 0
         if is_rank0:

@@ -12,19 +12,28 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from curriculum_ds.train.model import build_model
+from curriculum_ds.default_model import build_model
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from curriculum_ds.checkpoint.files import SavedTag
+    from curriculum_ds.checkpoint.rules import ResumePlan
     from curriculum_ds.config import RunConfig
     from curriculum_ds.plugin import Curriculum
 
 __all__ = ["skipped_steps_warning", "train"]
 
 
-def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | None) -> int:
-    """The loop: returns the exit code. ``resume`` is ``(checkpoints folder, tag)`` or None."""
+def train(
+    args: argparse.Namespace, run: RunConfig, resume: tuple[SavedTag, ResumePlan] | None
+) -> int:
+    """The loop: returns the exit code.
+
+    ``resume`` is the tag to resume from, read once, and the resume rules' verdict on it under
+    ``run`` (:func:`~curriculum_ds.checkpoint.rules.check_resume`, checked by :func:`main` before
+    DeepSpeed starts), or None for a fresh start. Neither is read nor checked again.
+    """
     from curriculum_ds.distributed import prepare_environment
 
     prepare_environment()  # before torch/DeepSpeed read their environment
@@ -32,8 +41,8 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
     import torch.distributed as dist
 
     import curriculum_ds as cds
+    from curriculum_ds.checkpoint.retention import prune_checkpoints
     from curriculum_ds.progress import StepLogger, banner
-    from curriculum_ds.retention import prune_checkpoints
     from curriculum_ds.runlog import RunLog
 
     cfg = run.curriculum
@@ -41,7 +50,7 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
     model = build_model(args.model, cfg, max(p.train_loader.max_seq_len for p in cfg.schedule))
     engine, curriculum = cds.initialize(model=model, config=run)
     if resume is not None:
-        curriculum.load_checkpoint(resume[0], tag=resume[1])
+        curriculum.load_checkpoint(resume[0], plan=resume[1])
     is_main = dist.get_rank() == 0
     ckpt_dir = args.run_dir / "checkpoints"
     log = None

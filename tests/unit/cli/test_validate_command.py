@@ -21,9 +21,9 @@ import torch
 from click.testing import CliRunner
 from helpers import make_dataset, one_error_line, ragged_docs, write_ds_config
 
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import parse_curriculum
-from curriculum_ds.state import CurriculumState
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ import torch
 from click.testing import CliRunner
 from helpers import one_error_line, two_phase_curriculum, write_ds_config
 
-from curriculum_ds.checkpoint import locate_checkpoint, resume_target
+from curriculum_ds.checkpoint.files import locate_checkpoint, resume_target
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.state import CurriculumState
 
 
 def test_validate_resume_from_a_missing_folder(

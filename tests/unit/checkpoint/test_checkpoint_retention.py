@@ -1,5 +1,5 @@
 """Issue 14 item 5: ``--keep-last N`` keeps the newest N tags, never the one ``latest`` names,
-and a prune killed mid-delete leaves a folder that resumes (curriculum_ds.retention)."""
+and a prune killed mid-delete leaves a folder that resumes (curriculum_ds.checkpoint.retention)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import curriculum_ds.retention as retention
-from curriculum_ds.checkpoint import locate_checkpoint
-from curriculum_ds.retention import TRASH_PREFIX, checkpoint_tags, prune_checkpoints
+import curriculum_ds.checkpoint.retention as retention
+from curriculum_ds.checkpoint.files import locate_checkpoint
+from curriculum_ds.checkpoint.retention import TRASH_PREFIX, checkpoint_tags, prune_checkpoints
 
 
 def _checkpoints(root: Path, steps: list[int], latest: int | None) -> Path:
@@ -101,7 +101,7 @@ def test_a_missing_folder_is_nothing_to_prune(tmp_path):
 
 
 def test_a_deleted_tags_universal_copy_goes_with_it(tmp_path):
-    # an elastic resume from step 1 converted it (curriculum_ds.plugin.universal)
+    # an elastic resume from step 1 converted it (curriculum_ds.checkpoint.universal)
     ckpts = _checkpoints(tmp_path, [1, 2, 3], latest=3)
     for step in (1, 3):
         (ckpts / f"global_step{step}_universal" / "zero").mkdir(parents=True)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from resume_sections import BASE, MID_MIX, edited, refused, section
 
+from curriculum_ds.checkpoint.rules import check_resume, fresh_plan
 from curriculum_ds.config import parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.resume_rules import check_resume, fresh_plan
 
 
 def test_seed_change_refused() -> None:
@@ -88,7 +88,7 @@ def test_fresh_plan_for_a_checkpoint_without_curriculum() -> None:
 
 @pytest.mark.parametrize("resume", ["auto", "path"])
 def test_latest_file_with_non_utf8_bytes_is_one_line_naming_it(tmp_path, resume) -> None:
-    from curriculum_ds.checkpoint import locate_checkpoint, resume_target
+    from curriculum_ds.checkpoint.files import locate_checkpoint, resume_target
 
     ckpts = tmp_path / "checkpoints"
     ckpts.mkdir()

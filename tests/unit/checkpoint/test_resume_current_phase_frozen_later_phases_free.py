@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from resume_sections import MID_MIX, edited, refused, set_durations
 
+from curriculum_ds.checkpoint.rules import check_resume
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.resume_rules import check_resume
 from curriculum_ds.schedule import PhaseSchedule
 
 # ----------------------------------------------------------------------------------------------

@@ -19,8 +19,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from curriculum_ds.checkpoint.files import SavedTag
+from curriculum_ds.checkpoint.state import CurriculumState, DynamicState
 from curriculum_ds.config import CurriculumConfig, Duration, PhaseConfig
 from curriculum_ds.errors import ConfigError, ResumeError
+from curriculum_ds.position import Position
 from curriculum_ds.schedule import (
     PhaseSchedule,
     Progress,
@@ -29,7 +32,6 @@ from curriculum_ds.schedule import (
     phase_fingerprint,
     phase_label,
 )
-from curriculum_ds.state import CurriculumState
 
 __all__ = ["ResumePlan", "check_resume", "fresh_plan"]
 
@@ -40,8 +42,9 @@ class ResumePlan:
 
     phase_idx: int
     """Phase to continue in, under the new schedule; ``num_phases`` when the run is done."""
-    progress: Progress
-    """Cumulative progress at the checkpoint (unchanged by resuming)."""
+    position: Position
+    """The counters the run continues from: the checkpoint's (steps, tokens and samples consumed,
+    cumulative progress), unchanged by resuming."""
     phase_progress: Progress
     """Progress already consumed inside ``phase_idx`` (0 when the phase starts now)."""
     is_new_phase: bool
@@ -49,19 +52,33 @@ class ResumePlan:
     0): a checkpoint exactly on a boundary, one whose last step ended the previous phase (only its
     overshoot counted into this one, nothing drawn), or the current phase shortened to what it
     consumed."""
-    global_step: int = 0
-    """Optimizer steps done (kept from the checkpoint)."""
-    consumed_tokens: int = 0
-    """Tokens consumed, global (kept from the checkpoint)."""
-    consumed_samples: int = 0
-    """Samples consumed, global (kept from the checkpoint)."""
     notes: tuple[str, ...] = ()
     """Human-readable lines about accepted edits (for logs and ``validate --resume-from``)."""
+
+    @property
+    def progress(self) -> Progress:
+        """``position.progress``: cumulative progress at the checkpoint."""
+        return self.position.progress
+
+    @property
+    def global_step(self) -> int:
+        """``position.global_step``: optimizer steps done."""
+        return self.position.global_step
+
+    @property
+    def consumed_tokens(self) -> int:
+        """``position.consumed_tokens``: tokens consumed, global."""
+        return self.position.consumed_tokens
+
+    @property
+    def consumed_samples(self) -> int:
+        """``position.consumed_samples``: samples consumed, global."""
+        return self.position.consumed_samples
 
 
 def fresh_plan(cfg: CurriculumConfig, *, global_step: int = 0) -> ResumePlan:
     """Plan for a checkpoint without curriculum state: phase 0, progress 0, step count kept."""
-    zero: Progress = 0 if cfg.max_duration.unit == "tok" else Fraction(0)
+    position = Position.start(cfg.max_duration.unit, global_step=int(global_step))
     notes: tuple[str, ...] = ()
     if global_step:
         notes = (
@@ -70,10 +87,9 @@ def fresh_plan(cfg: CurriculumConfig, *, global_step: int = 0) -> ResumePlan:
         )
     return ResumePlan(
         phase_idx=0,
-        progress=zero,
-        phase_progress=zero,
+        position=position,
+        phase_progress=position.progress,
         is_new_phase=True,
-        global_step=int(global_step),
         notes=notes,
     )
 
@@ -123,20 +139,11 @@ def _saved_schedule(phases: list[dict[str, Any]], seed: int, unit: str) -> Curri
 
 def _drawn_phase(state: CurriculumState) -> int | None:
     """The phase the saved loader state belongs to (the last phase drawn from), if known."""
-    if state.loader is None:
-        return None
-    idx = state.loader.get("phase_idx")
-    if idx is None:
-        return None
-    if isinstance(idx, bool) or not isinstance(idx, int):
-        raise ResumeError(
-            f"checkpoint curriculum state: 'loader.phase_idx' has the wrong type ({idx!r})"
-        )
-    return idx
+    return None if state.loader is None else state.loader.phase_idx
 
 
 def _check_dynamic_unchanged(
-    cfg: CurriculumConfig, saved_dynamic: Any, phase_idx: int, phase_name: str
+    cfg: CurriculumConfig, saved_dynamic: DynamicState | None, phase_idx: int, phase_name: str
 ) -> None:
     """Inside a phase the re-weighting state continues, so its shape may not change.
 
@@ -150,16 +157,9 @@ def _check_dynamic_unchanged(
             f"curriculum.dynamic.enabled: {where}, which ran with dynamic re-weighting "
             f"{'on' if was_on else 'off'}; it cannot change before that phase ends"
         )
-    if not was_on:
+    if saved_dynamic is None:
         return
-    try:
-        saved_buckets = len(saved_dynamic["probs"])
-        saved_window = int(saved_dynamic["window"]["capacity"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ResumeError(
-            f"checkpoint curriculum state: the dynamic re-weighting state is malformed "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
+    saved_buckets, saved_window = saved_dynamic.num_buckets, saved_dynamic.window_capacity
     if saved_buckets != cfg.dynamic.num_buckets:
         raise ResumeError(
             f"curriculum.dynamic.num_buckets: {where}, which ran with {saved_buckets} buckets, "
@@ -273,7 +273,9 @@ def _later_phase_notes(
     return notes
 
 
-def check_resume(cfg: CurriculumConfig, saved: CurriculumState | Mapping[str, Any]) -> ResumePlan:
+def check_resume(
+    cfg: CurriculumConfig, saved: SavedTag | CurriculumState | Mapping[str, Any]
+) -> ResumePlan:
     """Check that a checkpoint can continue under ``cfg`` and say where.
 
     Rules (each a function above): the seed and the unit must not change; every phase completed
@@ -285,10 +287,14 @@ def check_resume(cfg: CurriculumConfig, saved: CurriculumState | Mapping[str, An
     phase (its data may change: nothing of it has been drawn). Inside a phase, the dynamic
     re-weighting's ``enabled``/``num_buckets``/``window`` may not change.
 
+    A tag without curriculum state (a plain DeepSpeed run's) gets :func:`fresh_plan`: phase 0,
+    the tag's step count kept.
+
     Args:
         cfg: the new (validated) curriculum config.
-        saved: the state read back from the checkpoint: a :class:`CurriculumState` or its
-            :meth:`~CurriculumState.to_dict` form (checked key by key; extra keys are ignored).
+        saved: the checkpoint: a tag read by :func:`~curriculum_ds.checkpoint.files.open_tag`,
+            or its state: a :class:`CurriculumState` or its :meth:`~CurriculumState.to_dict`
+            form (checked key by key; extra keys are ignored).
 
     Returns:
         The plan: phase to continue in, cumulative and in-phase progress, whether the phase starts
@@ -298,6 +304,10 @@ def check_resume(cfg: CurriculumConfig, saved: CurriculumState | Mapping[str, An
         ResumeError: one line naming the JSON path (and phase) of the first forbidden change, or
             describing what is wrong with the saved state.
     """
+    if isinstance(saved, SavedTag):
+        if saved.curriculum is None:
+            return fresh_plan(cfg, global_step=saved.global_steps or 0)
+        saved = saved.curriculum
     state = CurriculumState.from_dict(saved)
     _check_identity(cfg, state)
     old_cfg = _saved_schedule(state.phases, state.seed, state.unit)
@@ -341,11 +351,8 @@ def check_resume(cfg: CurriculumConfig, saved: CurriculumState | Mapping[str, An
         _check_dynamic_unchanged(cfg, state.dynamic, phase_idx, new.names[phase_idx])
     return ResumePlan(
         phase_idx=phase_idx,
-        progress=progress,
+        position=state.position,
         phase_progress=phase_progress,
         is_new_phase=is_new_phase,
         notes=tuple(notes),
-        global_step=state.global_step,
-        consumed_tokens=state.consumed_tokens,
-        consumed_samples=state.consumed_samples,
     )

@@ -10,16 +10,39 @@ from typing import Any
 
 import pytest
 
+from curriculum_ds.checkpoint.rules import check_resume
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.config import CurriculumConfig, parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.resume_rules import check_resume
-from curriculum_ds.state import CurriculumState
 
 SavedCurriculum = dict[str, Any]
 
 
 def saved_curriculum(cfg: CurriculumConfig, progress: int | Fraction, **counters: int) -> Any:
     return CurriculumState.at(cfg, progress, **counters).to_dict()
+
+
+def loader_state(phase_idx: int, num_samples: int) -> dict[str, Any]:
+    """A well-formed saved loader state of a one-stream phase (``PhaseLoader.state_dict``)."""
+    return {
+        "phase_idx": phase_idx,
+        "num_samples": num_samples,
+        "stream_counts": [num_samples],
+        "samplers": [{"seed": 0, "num_draws": num_samples}],
+    }
+
+
+def dynamic_state(probs: Any, window: int, phase_idx: int = 0) -> dict[str, Any]:
+    """A well-formed saved re-weighting state (``DynamicReweighter.state_dict``), empty window."""
+    return {
+        "phase_idx": phase_idx,
+        "probs": probs,
+        "window": {"capacity": window, "values": [], "num_non_finite": 0},
+        "last_loss": [],
+        "buckets": None,
+        "edges": None,
+        "num_recomputes": 0,
+    }
 
 
 def section() -> dict[str, Any]:

@@ -1,22 +1,87 @@
-"""Read the curriculum state of a DeepSpeed checkpoint folder without starting DeepSpeed."""
+"""Find a DeepSpeed checkpoint tag and read it once, without starting DeepSpeed.
+
+:func:`open_tag` reads a tag's model states file once into a :class:`SavedTag`: the curriculum
+state (typed) and the DeepSpeed bookkeeping a resume looks at (the data-parallel world size, the
+global batch size, the step count). The resume rules, the global batch note and the elastic
+conversion all take that value; nothing reopens the file.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.errors import ResumeError
 
 if TYPE_CHECKING:
     from curriculum_ds.config import RunConfig
 
 __all__ = [
+    "SavedTag",
     "locate_checkpoint",
     "model_states",
+    "open_tag",
     "read_curriculum_state",
     "resume_target",
     "resume_verdict",
 ]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SavedTag:
+    """One checkpoint tag as read from its ``mp_rank_00`` model states file, once.
+
+    Attributes:
+        load_dir: the folder DeepSpeed loads from (the tag's parent).
+        tag: the tag folder's name (``global_step<N>``).
+        curriculum: the saved curriculum state, checked key by key; None for a checkpoint of a
+            run without curriculum.
+        dp_world_size: data-parallel ranks the tag was written on (None: not recorded).
+        train_batch_size: its ds_config's global batch size in samples (None: not recorded).
+        global_steps: DeepSpeed's optimizer step count at the save (None: not recorded).
+    """
+
+    load_dir: Path
+    tag: str
+    curriculum: CurriculumState | None
+    dp_world_size: int | None = None
+    train_batch_size: int | None = None
+    global_steps: int | None = None
+
+    @property
+    def path(self) -> Path:
+        """The tag folder, ``load_dir / tag``."""
+        return self.load_dir / self.tag
+
+
+def open_tag(load_dir: Path, tag: str) -> SavedTag:
+    """Read the tag ``load_dir/tag``: its model states file once, into a :class:`SavedTag`.
+
+    The model's tensors are not read (the file is memory-mapped and only DeepSpeed's bookkeeping
+    and the client state are kept). Deterministic.
+
+    Raises:
+        ResumeError: no model states file, it cannot be read (names the file), or its curriculum
+            state is malformed (names the key).
+    """
+    states = model_states(load_dir / tag)
+    saved = states.get("curriculum")
+    ds_config = states.get("ds_config") or {}
+    batch = ds_config.get("train_batch_size") if isinstance(ds_config, dict) else None
+    return SavedTag(
+        load_dir=load_dir,
+        tag=tag,
+        curriculum=None if saved is None else CurriculumState.from_dict(saved),
+        dp_world_size=_int_or_none(states.get("dp_world_size")),
+        train_batch_size=_int_or_none(batch),
+        global_steps=_int_or_none(states.get("global_steps")),
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 def locate_checkpoint(ckpt: Path) -> tuple[Path, str]:
@@ -110,7 +175,9 @@ def model_states(tag_dir: Path) -> dict[str, Any]:
 
 
 def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
-    """The tag and the saved ``curriculum`` client state (None for a run without curriculum).
+    """The tag and the saved ``curriculum`` client state as stored (None: no curriculum).
+
+    For inspecting a checkpoint; a resume reads it with :func:`open_tag`.
 
     Raises:
         ResumeError: If the folder holds no readable DeepSpeed checkpoint.
@@ -124,11 +191,12 @@ def resume_verdict(run: RunConfig, ckpt: Path) -> str:
 
     Progress is shown in the config's duration syntax with its unit (``4763tok``, ``0.5ep``).
     """
-    from curriculum_ds.resume_rules import check_resume
+    from curriculum_ds.checkpoint.rules import check_resume
     from curriculum_ds.schedule import duration_str
 
-    tag, saved = read_curriculum_state(ckpt)
-    if saved is None:
+    saved = open_tag(*locate_checkpoint(ckpt))
+    tag = saved.tag
+    if saved.curriculum is None:
         return (
             f"resume from {tag}: checkpoint has no curriculum state; the schedule starts at "
             f"phase 0 ({run.curriculum.schedule[0].name!r}) and the step count is kept"
@@ -148,4 +216,7 @@ def resume_verdict(run: RunConfig, ckpt: Path) -> str:
             )
         )
     )
-    return f"resume from {tag} (step {saved['global_step']}): OK, continues in {where}"
+    return (
+        f"resume from {tag} (step {saved.curriculum.position.global_step}): OK, continues in "
+        f"{where}"
+    )

@@ -1,4 +1,4 @@
-"""Issue 13 item 1, the decisions of curriculum_ds.plugin.universal without ranks: when a
+"""Issue 13 item 1, the decisions of curriculum_ds.checkpoint.universal without ranks: when a
 checkpoint is converted to DeepSpeed's universal format, and a failed conversion is one line that
 leaves nothing behind. (The conversions themselves run on real ranks in
 tests/integration/test_elastic_resume.py.)"""
@@ -12,8 +12,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from curriculum_ds.checkpoint import universal
+from curriculum_ds.checkpoint.files import open_tag
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.plugin import universal
 
 
 def _tag(root: Path, *, dp_world_size: int, optim: bool) -> Path:
@@ -41,7 +42,7 @@ def test_reads_the_recorded_world_size(tmp_path):
 )
 def test_loads_as_it_is_without_conversion(tmp_path, saved, current, optim):
     tag = _tag(tmp_path, dp_world_size=saved, optim=optim)
-    assert universal.prepare(_engine(current), tag.parent, tag.name) is None
+    assert universal.prepare(_engine(current), open_tag(tag.parent, tag.name)) is None
     assert sorted(p.name for p in tag.parent.iterdir()) == ["global_step4"]
 
 
@@ -49,7 +50,7 @@ def test_a_failed_conversion_is_one_line_and_leaves_nothing(tmp_path):
     tag = _tag(tmp_path, dp_world_size=2, optim=True)
     before = sorted(p.name for p in tag.iterdir())
     with pytest.raises(ResumeError) as err:
-        universal.prepare(_engine(1), tag.parent, tag.name)
+        universal.prepare(_engine(1), open_tag(tag.parent, tag.name))
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith(f"{tag}: written on 2 data-parallel ranks, this run has 1")
@@ -79,9 +80,9 @@ def test_a_conversion_older_than_its_tag_is_redone(tmp_path, monkeypatch):
     converted = []
     monkeypatch.setattr(universal, "_convert", lambda src, dst: converted.append(dst))
     os.utime(stale, ns=(0, 0))  # converted before the tag was (re)written
-    assert universal.prepare(_engine(1), tag.parent, tag.name) == stale.name
+    assert universal.prepare(_engine(1), open_tag(tag.parent, tag.name)) == stale.name
     assert converted == [stale]
     (stale / "zero").mkdir(parents=True)  # a fresh conversion is reused as it is
     converted.clear()
-    assert universal.prepare(_engine(1), tag.parent, tag.name) == stale.name
+    assert universal.prepare(_engine(1), open_tag(tag.parent, tag.name)) == stale.name
     assert converted == []

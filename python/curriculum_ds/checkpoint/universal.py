@@ -19,13 +19,16 @@ import io
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
-from curriculum_ds.checkpoint import model_states
+from curriculum_ds.checkpoint.files import open_tag
+from curriculum_ds.checkpoint.retention import UNIVERSAL_SUFFIX
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.retention import UNIVERSAL_SUFFIX
+
+if TYPE_CHECKING:
+    from curriculum_ds.checkpoint.files import SavedTag
 
 __all__ = ["SUFFIX", "TMP_PREFIX", "load", "prepare", "saved_dp_world_size", "universal_tag"]
 
@@ -44,31 +47,37 @@ def universal_tag(tag: str) -> str:
 def saved_dp_world_size(tag_dir: Path) -> int | None:
     """The data-parallel world size the checkpoint ``tag_dir`` was written on (None: unrecorded).
 
+    Reads the tag (:func:`~curriculum_ds.checkpoint.files.open_tag`); a resume that has read it
+    already looks at its :attr:`~curriculum_ds.checkpoint.files.SavedTag.dp_world_size`.
+
     Raises:
         ResumeError: the model states file is missing or unreadable.
     """
-    value = model_states(tag_dir).get("dp_world_size")
-    return int(value) if value is not None else None
+    return open_tag(tag_dir.parent, tag_dir.name).dp_world_size
 
 
 def _partitioned_optimizer(tag_dir: Path) -> bool:
     return any(tag_dir.glob("*optim_states.pt"))
 
 
-def prepare(engine: Any, load_dir: Path, tag: str) -> str | None:
+def prepare(engine: Any, tag: SavedTag) -> str | None:
     """The universal tag to load instead of ``tag``, converting it first if needed.
 
     None when ``tag`` loads on this engine as it is. Collective (every rank calls it).
 
+    Args:
+        engine: the DeepSpeed engine it is loaded into (its data-parallel world size counts).
+        tag: the tag as read by :func:`~curriculum_ds.checkpoint.files.open_tag`.
+
     Raises:
         ResumeError: the conversion failed (one line naming the checkpoint; every rank raises).
     """
-    tag_dir = load_dir / tag
-    saved = saved_dp_world_size(tag_dir)
+    load_dir, tag_dir = tag.load_dir, tag.path
+    saved = tag.dp_world_size
     current = int(getattr(engine, "seq_dp_world_size", None) or engine.dp_world_size)
     if saved is None or saved == current or not _partitioned_optimizer(tag_dir):
         return None
-    target = load_dir / universal_tag(tag)
+    target = load_dir / universal_tag(tag.tag)
     error: str | None = None
     if not dist.is_initialized() or dist.get_rank() == 0:
         try:

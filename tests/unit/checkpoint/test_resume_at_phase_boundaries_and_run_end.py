@@ -6,11 +6,11 @@ import copy
 from fractions import Fraction
 
 import pytest
-from resume_sections import refused, save, section
+from resume_sections import dynamic_state, loader_state, refused, save, section
 
+from curriculum_ds.checkpoint.rules import check_resume
 from curriculum_ds.config import CurriculumConfig, parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.resume_rules import check_resume
 
 
 def two_phases() -> CurriculumConfig:
@@ -132,15 +132,15 @@ def test_a_phase_credited_only_the_overshoot_is_not_in_progress() -> None:
     raw = section()
     raw["dynamic"] = {"enabled": True, "num_buckets": 4}
     cfg = parse_curriculum(raw)
-    dynamic = {"probs": [0.25] * 4, "window": {"capacity": 1_000_000}}
-    saved = save(cfg, 1114, loader={"phase_idx": 0, "num_samples": 40}, dynamic=dynamic)
+    dynamic = dynamic_state([0.25] * 4, 1_000_000)
+    saved = save(cfg, 1114, loader=loader_state(0, 40), dynamic=dynamic)
     edited_mix = copy.deepcopy(raw)
     edited_mix["schedule"][1]["train_loader"]["streams"][0]["proportion"] = 0.5
     edited_mix["dynamic"] = {"enabled": False}
     plan = check_resume(parse_curriculum(edited_mix), saved)
     assert (plan.phase_idx, plan.phase_progress, plan.is_new_phase) == (1, 114, True)
     # drawn from already (the loader state is mix's): mix is in progress and frozen
-    drawn = save(cfg, 1114, loader={"phase_idx": 1, "num_samples": 2}, dynamic=dynamic)
+    drawn = save(cfg, 1114, loader=loader_state(1, 2), dynamic=dynamic)
     refused(
         parse_curriculum(edited_mix),
         drawn,

@@ -32,8 +32,8 @@ TRASH_PREFIX = ".trash-"
 """Name prefix of a tag folder being deleted (hidden: DeepSpeed and ``--resume`` ignore it)."""
 
 UNIVERSAL_SUFFIX = "_universal"
-"""``<tag>_universal``: DeepSpeed's universal-format copy of a tag (curriculum_ds.plugin.universal),
-deleted with its tag."""
+"""``<tag>_universal``: DeepSpeed's universal-format copy of a tag
+(:mod:`curriculum_ds.checkpoint.universal`), deleted with its tag."""
 
 _TAG = re.compile(r"global_step(\d+)")
 

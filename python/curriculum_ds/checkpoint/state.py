@@ -10,11 +10,14 @@ the counters below (mosaicml-streaming's rule).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.checkpoint.substates import DynamicState, LoaderState
 from curriculum_ds.errors import ResumeError
+from curriculum_ds.position import Position
 from curriculum_ds.schedule import (
     PhaseSchedule,
     Progress,
@@ -26,7 +29,7 @@ from curriculum_ds.schedule import (
 if TYPE_CHECKING:
     from curriculum_ds.config import CurriculumConfig
 
-__all__ = ["STATE_VERSION", "CurriculumState"]
+__all__ = ["STATE_VERSION", "CurriculumState", "DynamicState", "LoaderState"]
 
 STATE_VERSION = 1
 """Format version of :class:`CurriculumState` (``version`` in the saved dict)."""
@@ -47,37 +50,43 @@ def _require(saved: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) 
 class CurriculumState:
     """Where a run is in its schedule, and what resumes its data order exactly.
 
+    The saved form (:meth:`to_dict`) is flat and unchanged since version 1: ``seed``, ``unit``,
+    ``progress``, ``phase_idx``, ``phases``, ``global_step``, ``consumed_tokens``,
+    ``consumed_samples``, ``fingerprints``, ``loader``, ``dynamic``, ``version``.
+
     Attributes:
         seed: ``curriculum.seed`` of the saved run.
         unit: ``"tok"`` or ``"ep"`` (``max_duration``'s unit).
-        progress: cumulative progress in ``unit``: int tokens (non-padding input tokens, global
-            over dp ranks) or a Fraction of passes.
-        phase_idx: ``PhaseSchedule.phase_at(progress)`` under the saved schedule;
+        position: the run's counters at the save: optimizer steps, non-padding input tokens and
+            samples consumed (global over dp ranks, ≥ 0) and cumulative progress in ``unit`` (int
+            tokens or a Fraction of passes).
+        phase_idx: ``PhaseSchedule.phase_at(position.progress)`` under the saved schedule;
             ``len(phases)`` once the run has ended. On a boundary it is the next phase.
         phases: every phase's ``model_dump(mode="json")`` at save time (the resume rules compare
             them with the new config).
-        global_step: optimizer steps done, ≥ 0.
-        consumed_tokens: non-padding input tokens consumed, global over dp ranks, ≥ 0.
-        consumed_samples: samples consumed, global over dp ranks, ≥ 0.
         fingerprints: :func:`~curriculum_ds.schedule.phase_fingerprint` of each phase
             (informational).
-        loader: the phase loader's counters (``PhaseLoader.state_dict``), None before any draw.
-        dynamic: the re-weighting state (``DynamicReweighter.state_dict``), None when off.
+        loader: the phase loader's counters (``PhaseLoader.state_dict``, typed), None before
+            any draw.
+        dynamic: the re-weighting state (``DynamicReweighter.state_dict``, typed), None when
+            off.
         version: :data:`STATE_VERSION`.
     """
 
     seed: int
     unit: str
-    progress: Progress
+    position: Position
     phase_idx: int
     phases: list[dict[str, Any]]
-    global_step: int
-    consumed_tokens: int
-    consumed_samples: int
     fingerprints: list[str] = dataclasses.field(default_factory=list)
-    loader: dict[str, Any] | None = None
-    dynamic: dict[str, Any] | None = None
+    loader: LoaderState | None = None
+    dynamic: DynamicState | None = None
     version: int = STATE_VERSION
+
+    @property
+    def progress(self) -> Progress:
+        """``position.progress``: cumulative progress in ``unit``."""
+        return self.position.progress
 
     @classmethod
     def at(
@@ -92,25 +101,61 @@ class CurriculumState:
         dynamic: dict[str, Any] | None = None,
     ) -> CurriculumState:
         """The state of a run of ``cfg`` after ``progress`` units (``phase_idx`` derived)."""
-        return cls(
-            seed=cfg.seed,
-            unit=cfg.max_duration.unit,
-            progress=progress,
-            phase_idx=PhaseSchedule(cfg).phase_at(progress),
-            phases=[p.model_dump(mode="json") for p in cfg.schedule],
+        position = Position(
             global_step=int(global_step),
             consumed_tokens=int(consumed_tokens),
             consumed_samples=int(consumed_samples),
+            progress=progress,
+        )
+        return cls.of(cfg, position, loader=loader, dynamic=dynamic)
+
+    @classmethod
+    def of(
+        cls,
+        cfg: CurriculumConfig,
+        position: Position,
+        *,
+        loader: LoaderState | Mapping[str, Any] | None = None,
+        dynamic: DynamicState | Mapping[str, Any] | None = None,
+    ) -> CurriculumState:
+        """The state of a run of ``cfg`` at ``position`` (``phase_idx`` derived). Deterministic.
+
+        ``loader`` and ``dynamic`` may be given in their saved (``state_dict``) form.
+
+        Raises:
+            ResumeError: one of them is malformed (names the key).
+        """
+        return cls(
+            seed=cfg.seed,
+            unit=cfg.max_duration.unit,
+            position=position,
+            phase_idx=PhaseSchedule(cfg).phase_at(position.progress),
+            phases=[p.model_dump(mode="json") for p in cfg.schedule],
             fingerprints=[phase_fingerprint(p) for p in cfg.schedule],
-            loader=loader,
-            dynamic=dynamic,
+            loader=_loader_state(loader),
+            dynamic=_dynamic_state(dynamic),
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The saved form: ``progress`` as exact text (``"1000"``, ``"3/2"``), the rest as is."""
-        out = dataclasses.asdict(self)
-        out["progress"] = progress_to_str(self.progress)
-        return out
+        """The saved form: ``progress`` as exact text (``"1000"``, ``"3/2"``), the rest as is.
+
+        The keys and their order are those of every version-1 checkpoint.
+        """
+        pos = self.position
+        return {
+            "seed": self.seed,
+            "unit": self.unit,
+            "progress": progress_to_str(pos.progress),
+            "phase_idx": self.phase_idx,
+            "phases": copy.deepcopy(self.phases),
+            "global_step": pos.global_step,
+            "consumed_tokens": pos.consumed_tokens,
+            "consumed_samples": pos.consumed_samples,
+            "fingerprints": list(self.fingerprints),
+            "loader": None if self.loader is None else copy.deepcopy(self.loader.to_dict()),
+            "dynamic": None if self.dynamic is None else copy.deepcopy(self.dynamic.to_dict()),
+            "version": self.version,
+        }
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any] | CurriculumState) -> CurriculumState:
@@ -151,9 +196,22 @@ class CurriculumState:
             unit=unit,
             phases=_require(saved, "phases", list),
             phase_idx=_require(saved, "phase_idx", int),
-            progress=progress_from_str(_require(saved, "progress", str), unit),
+            position=Position(
+                progress=progress_from_str(_require(saved, "progress", str), unit), **counters
+            ),
             fingerprints=list(saved.get("fingerprints") or []),
-            loader=dict(loader) if loader is not None else None,
-            dynamic=dict(dynamic) if dynamic is not None else None,
-            **counters,
+            loader=_loader_state(loader),
+            dynamic=_dynamic_state(dynamic),
         )
+
+
+def _loader_state(value: LoaderState | Mapping[str, Any] | None) -> LoaderState | None:
+    if value is None or isinstance(value, LoaderState):
+        return value
+    return LoaderState.from_dict(value)
+
+
+def _dynamic_state(value: DynamicState | Mapping[str, Any] | None) -> DynamicState | None:
+    if value is None or isinstance(value, DynamicState):
+        return value
+    return DynamicState.from_dict(value)

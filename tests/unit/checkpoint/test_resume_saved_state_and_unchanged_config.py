@@ -7,10 +7,11 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from resume_sections import BASE, MID_MIX, save, saved_curriculum
+from resume_sections import BASE, MID_MIX, loader_state, save, saved_curriculum
 
+from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.config import parse_curriculum
-from curriculum_ds.resume_rules import ResumePlan, check_resume
+from curriculum_ds.position import Position
 from curriculum_ds.schedule import PhaseSchedule, phase_fingerprint
 
 
@@ -35,18 +36,15 @@ def test_unchanged_config_resumes_in_place() -> None:
     plan = check_resume(BASE, MID_MIX)
     assert plan == ResumePlan(
         phase_idx=1,
-        progress=1500,
+        position=Position(global_step=7, consumed_tokens=1500, consumed_samples=21, progress=1500),
         phase_progress=500,
         is_new_phase=False,
-        global_step=7,
-        consumed_tokens=1500,
-        consumed_samples=21,
         notes=(),
     )
 
 
 def test_extra_keys_from_the_training_loop_are_ignored() -> None:
-    saved = save(BASE, 1500, loader={"cursor": [1, 2]}, dynamic=None)
+    saved = save(BASE, 1500, loader={**loader_state(1, 21), "cursor": [1, 2]}, dynamic=None)
     assert check_resume(BASE, saved).phase_idx == 1
 
 

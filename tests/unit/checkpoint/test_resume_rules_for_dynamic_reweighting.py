@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
+from resume_sections import dynamic_state
 
+from curriculum_ds.checkpoint.rules import check_resume
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.config import parse_curriculum
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.resume_rules import check_resume
-from curriculum_ds.state import CurriculumState
 
 
 def _cfg(**dynamic):
@@ -34,11 +35,7 @@ def _saved(cfg, progress, *, num_buckets=4, window=100, on=True):
     saved = CurriculumState.at(
         cfg, progress, global_step=5, consumed_tokens=progress, consumed_samples=20
     ).to_dict()
-    saved["dynamic"] = (
-        {"probs": np.full(num_buckets, 1 / num_buckets), "window": {"capacity": window}}
-        if on
-        else None
-    )
+    saved["dynamic"] = dynamic_state(np.full(num_buckets, 1 / num_buckets), window) if on else None
     return saved
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from resume_sections import BASE, MID_MIX, edited, refused, save, set_durations
 
-from curriculum_ds.resume_rules import check_resume
+from curriculum_ds.checkpoint.rules import check_resume
 
 
 def test_completed_phase_duration_edit_refused() -> None:

@@ -1,0 +1,26 @@
+"""Saved state: what a checkpoint holds, how it is read, checked, loaded, converted and pruned.
+
+A resume reads a tag once (:func:`~curriculum_ds.checkpoint.files.open_tag`, one
+:class:`~curriculum_ds.checkpoint.files.SavedTag`), checks the resume rules once
+(:func:`~curriculum_ds.checkpoint.rules.check_resume`, one
+:class:`~curriculum_ds.checkpoint.rules.ResumePlan`) and hands both on: DeepSpeed's load
+(:func:`~curriculum_ds.checkpoint.engine_io.load`) and the curriculum take them as they are.
+
+Modules, one concern each:
+
+* ``state``: the schema, :class:`CurriculumState` (``client_state["curriculum"]`` of a DeepSpeed
+  checkpoint), whose counters are one :class:`~curriculum_ds.position.Position`;
+* ``substates``: its loader and re-weighting parts, typed (:class:`LoaderState`,
+  :class:`DynamicState`), refusing a malformed one by naming the key;
+* ``rules``: the resume rules (:func:`check_resume` → :class:`ResumePlan`), pure;
+* ``files``: finding and reading a tag without DeepSpeed (``latest``, ``--resume``,
+  :func:`open_tag`, the ``validate --resume-from`` verdict);
+* ``engine_io``: DeepSpeed save/load of a tag with the curriculum inside, and the ``latest``
+  protocol;
+* ``universal``: a ZeRO checkpoint of another data-parallel world size, via DeepSpeed's universal
+  format;
+* ``retention``: keeping the newest N tags (``--keep-last``), safely.
+
+Nothing is re-exported here: import from the module (``engine_io`` and ``universal`` import
+``torch.distributed``; ``state``, ``rules`` and ``files`` do not).
+"""

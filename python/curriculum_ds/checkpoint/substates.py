@@ -1,0 +1,233 @@
+"""The loader's and the re-weighting's parts of a checkpoint, typed.
+
+``PhaseLoader.state_dict`` and ``DynamicReweighter.state_dict`` write plain dicts (ints, lists,
+numpy arrays) into :class:`~curriculum_ds.checkpoint.state.CurriculumState`. Before a resume
+restores them, :meth:`LoaderState.from_dict` and :meth:`DynamicState.from_dict` check every key
+the restore reads and refuse a malformed one with one :class:`~curriculum_ds.errors.ResumeError`
+line naming it (``loader.samplers``, ``dynamic.window.values``). :meth:`to_dict` gives back the
+saved form, key for key, so a checkpoint written before these types existed loads, and one
+written after is the same bytes. Pure Python and numpy: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from curriculum_ds.errors import ResumeError
+
+__all__ = ["DynamicState", "LoaderState"]
+
+_PREFIX = "checkpoint curriculum state: "
+_ARRAY = (list, tuple, np.ndarray)
+
+
+def _missing(key: str) -> ResumeError:
+    return ResumeError(f"{_PREFIX}missing {key!r}")
+
+
+def _wrong(key: str, value: Any) -> ResumeError:
+    text = repr(value)
+    return ResumeError(
+        f"{_PREFIX}{key!r} has the wrong type ({text if len(text) <= 80 else text[:77] + '...'})"
+    )
+
+
+def _get(
+    saved: Mapping[str, Any], where: str, key: str, kind: Any, *, optional: bool = False
+) -> Any:
+    """``saved[key]`` checked against ``kind`` (bool is not an int); None when optional, absent."""
+    name = f"{where}.{key}"
+    if key not in saved:
+        if optional:
+            return None
+        raise _missing(name)
+    value = saved[key]
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise _wrong(name, value)
+    return value
+
+
+def _ints(value: Any, name: str) -> list[int]:
+    """A 1-D sequence of ints (a list or an integer array) as a list, or the error naming it."""
+    array = np.asarray(value)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise _wrong(name, value)
+    return [int(v) for v in array]
+
+
+def _floats(value: Any, name: str) -> None:
+    """Check a 1-D numeric sequence (floats or ints, NaN allowed)."""
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _wrong(name, value) from None
+    if array.ndim != 1:
+        raise _wrong(name, value)
+
+
+def _arrays(value: Any, name: str, check: Any) -> None:
+    if not isinstance(value, Sequence) or isinstance(value, str):
+        raise _wrong(name, value)
+    for i, item in enumerate(value):
+        check(item, f"{name}[{i}]")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoaderState:
+    """A phase loader's counters (``PhaseLoader.state_dict``): what a resume inside a phase needs.
+
+    Attributes:
+        phase_idx: the phase they belong to.
+        num_samples: samples drawn in the phase, global, ≥ 0 (the loader checks the rest).
+        stream_counts: per stream, samples drawn from it.
+        samplers: per stream, its sampler's counters (checked by the sampler's kernel).
+        proportion_unit: ``"tokens"`` when proportions count tokens; None for ``"samples"``
+            (the key is absent then, as in every checkpoint before it existed).
+        stream_tokens: per stream, tokens placed (with ``"tokens"`` only).
+        pending: per stream, sample indices drawn but not placed yet (with ``"tokens"`` only).
+    """
+
+    phase_idx: int
+    num_samples: int
+    stream_counts: list[int]
+    samplers: list[dict[str, Any]]
+    proportion_unit: str | None = None
+    stream_tokens: list[int] | None = None
+    pending: list[list[int]] | None = None
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> LoaderState:
+        """Check and read a saved loader state. Extra keys are ignored. Deterministic.
+
+        Raises:
+            ResumeError: ``checkpoint curriculum state: ...`` naming the missing or mistyped key.
+        """
+        w = "loader"
+        if not isinstance(saved, Mapping):
+            raise _wrong(w, saved)
+        samplers = _get(saved, w, "samplers", (list, tuple))
+        for i, sampler in enumerate(samplers):
+            if not isinstance(sampler, Mapping):
+                raise _wrong(f"{w}.samplers[{i}]", sampler)
+        unit = _get(saved, w, "proportion_unit", str, optional=True)
+        tokens = unit == "tokens"
+        stream_tokens = _get(saved, w, "stream_tokens", _ARRAY, optional=not tokens)
+        pending = _get(saved, w, "pending", (list, tuple), optional=not tokens)
+        if pending is not None:
+            pending = [_ints(p, f"{w}.pending[{i}]") for i, p in enumerate(pending)]
+        return cls(
+            phase_idx=_get(saved, w, "phase_idx", int),
+            num_samples=_get(saved, w, "num_samples", (int, np.integer)),
+            stream_counts=_ints(_get(saved, w, "stream_counts", _ARRAY), f"{w}.stream_counts"),
+            samplers=[dict(s) for s in samplers],
+            proportion_unit=unit,
+            stream_tokens=(
+                None if stream_tokens is None else _ints(stream_tokens, f"{w}.stream_tokens")
+            ),
+            pending=pending,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form (``PhaseLoader.state_dict``'s keys, in its order)."""
+        out: dict[str, Any] = {"phase_idx": self.phase_idx}
+        out.update(
+            num_samples=int(self.num_samples),
+            stream_counts=list(self.stream_counts),
+            samplers=[dict(s) for s in self.samplers],
+        )
+        if self.proportion_unit is not None:
+            out["proportion_unit"] = self.proportion_unit
+        if self.stream_tokens is not None:
+            out["stream_tokens"] = list(self.stream_tokens)
+        if self.pending is not None:
+            out["pending"] = [list(p) for p in self.pending]
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class DynamicState:
+    """The re-weighting state (``DynamicReweighter.state_dict``), arrays as saved.
+
+    Attributes:
+        phase_idx: the phase it was taken in (None in a state that did not record it).
+        probs: float64 ``(num_buckets,)`` bucket probabilities.
+        window: the rolling window: ``{"capacity": int, "values": float32 array,
+            "num_non_finite": int}``.
+        last_loss: per stream, float32 ``(num_samples,)`` latest loss (NaN: unseen).
+        buckets: per stream, int8 ``(num_samples,)`` bucket assignment (None: not recorded).
+        edges: float64 ``(num_buckets - 1,)`` of the last recompute, or None.
+        num_recomputes: recomputes so far, ≥ 0.
+    """
+
+    phase_idx: int | None
+    probs: Any
+    window: dict[str, Any]
+    last_loss: list[Any]
+    buckets: list[Any] | None
+    edges: Any
+    num_recomputes: int
+
+    @property
+    def num_buckets(self) -> int:
+        """``len(probs)``."""
+        return len(self.probs)
+
+    @property
+    def window_capacity(self) -> int:
+        """Losses the rolling window holds at most."""
+        return int(self.window["capacity"])
+
+    @classmethod
+    def from_dict(cls, saved: Mapping[str, Any]) -> DynamicState:
+        """Check and read a saved re-weighting state. Extra keys are ignored. Deterministic.
+
+        Raises:
+            ResumeError: ``checkpoint curriculum state: ...`` naming the missing or mistyped key.
+        """
+        w = "dynamic"
+        if not isinstance(saved, Mapping):
+            raise _wrong(w, saved)
+        probs = _get(saved, w, "probs", _ARRAY)
+        _floats(probs, f"{w}.probs")
+        window = _get(saved, w, "window", Mapping)
+        _get(window, f"{w}.window", "capacity", (int, np.integer))
+        _floats(_get(window, f"{w}.window", "values", _ARRAY), f"{w}.window.values")
+        _get(window, f"{w}.window", "num_non_finite", (int, np.integer))
+        last_loss = _get(saved, w, "last_loss", (list, tuple))
+        _arrays(last_loss, f"{w}.last_loss", _floats)
+        buckets = _get(saved, w, "buckets", (list, tuple), optional=True)
+        if buckets is not None:
+            _arrays(buckets, f"{w}.buckets", _ints)
+        if "edges" not in saved:
+            raise _missing(f"{w}.edges")
+        edges = saved["edges"]
+        if edges is not None:
+            _floats(edges, f"{w}.edges")
+        return cls(
+            phase_idx=_get(saved, w, "phase_idx", int, optional=True),
+            probs=probs,
+            window=dict(window),
+            last_loss=list(last_loss),
+            buckets=None if buckets is None else list(buckets),
+            edges=edges,
+            num_recomputes=int(_get(saved, w, "num_recomputes", (int, np.integer))),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form (``DynamicReweighter.state_dict``'s keys, in its order)."""
+        out: dict[str, Any] = {"phase_idx": self.phase_idx}
+        out.update(
+            probs=self.probs,
+            window=dict(self.window),
+            last_loss=list(self.last_loss),
+            buckets=None if self.buckets is None else list(self.buckets),
+            edges=self.edges,
+            num_recomputes=self.num_recomputes,
+        )
+        return out
