@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.errors import DataError
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -25,13 +25,13 @@ from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr
-from curriculum_ds.monitoring import CurriculumMonitor
 from curriculum_ds.plugin import checkpoints
 from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.position import Position
+from curriculum_ds.records.monitors import CurriculumMonitor
 from curriculum_ds.resume_rules import check_resume
 from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
 from curriculum_ds.state import CurriculumState
@@ -81,7 +81,7 @@ class Curriculum:
         evaluator: the held-out evaluation (``curriculum.eval``), or None without one; see
             :attr:`eval_due` and :meth:`evaluate`.
         monitor: on global rank 0 when the ds_config enables DeepSpeed's ``tensorboard``,
-            ``wandb`` or ``csv_monitor``, the :class:`~curriculum_ds.monitoring.
+            ``wandb`` or ``csv_monitor``, the :class:`~curriculum_ds.records.monitors.
             CurriculumMonitor` that every finished step (and re-weighting recompute) is written
             to (``curriculum/...`` tags), and every :meth:`evaluate` row. None otherwise.
         num_nonfinite_steps: steps of this process that applied no update because their global

@@ -25,8 +25,8 @@ from curriculum_ds.loss import (
     per_sample_token_losses,
     scale_micro_batch_loss,
 )
+from curriculum_ds.plugin.accounting import StreamAccounting
 from curriculum_ds.plugin.nonfinite import any_rank, update_skipped
-from curriculum_ds.plugin.streams import StreamAccounting
 
 if TYPE_CHECKING:
     import numpy.typing as npt

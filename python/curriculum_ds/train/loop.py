@@ -32,9 +32,9 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
     import torch.distributed as dist
 
     import curriculum_ds as cds
-    from curriculum_ds.progress import StepLogger, banner
+    from curriculum_ds.records.jsonl import RunLog
+    from curriculum_ds.records.progress import StepLogger, banner
     from curriculum_ds.retention import prune_checkpoints
-    from curriculum_ds.runlog import RunLog
 
     cfg = run.curriculum
     torch.manual_seed(cfg.seed)  # model init only; the data order uses no global RNG

@@ -4,7 +4,7 @@ The reference loop (:mod:`curriculum_ds.train`) prints these when stderr is not 
 with ``--no-progress``), instead of a progress bar; a loop of your own gets the same lines from
 the same functions::
 
-    from curriculum_ds.progress import StepLogger, banner
+    from curriculum_ds.records.progress import StepLogger, banner
 
     print(banner(engine, curriculum), flush=True)          # once, on global rank 0
     logger = StepLogger(interval_steps=0, schedule=curriculum.schedule)  # 0: every ~10 s
