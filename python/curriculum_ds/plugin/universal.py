@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from curriculum_ds.checkpoint import model_states
 from curriculum_ds.errors import ResumeError
+from curriculum_ds.plugin.engine_like import Topology
 from curriculum_ds.retention import UNIVERSAL_SUFFIX
 
 __all__ = ["SUFFIX", "TMP_PREFIX", "load", "prepare", "saved_dp_world_size", "universal_tag"]
@@ -65,7 +66,7 @@ def prepare(engine: Any, load_dir: Path, tag: str) -> str | None:
     """
     tag_dir = load_dir / tag
     saved = saved_dp_world_size(tag_dir)
-    current = int(getattr(engine, "seq_dp_world_size", None) or engine.dp_world_size)
+    current = Topology.from_engine(engine).dp_world_size
     if saved is None or saved == current or not _partitioned_optimizer(tag_dir):
         return None
     target = load_dir / universal_tag(tag)

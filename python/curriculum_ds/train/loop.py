@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from curriculum_ds.config import RunConfig
     from curriculum_ds.plugin import Curriculum
+    from curriculum_ds.records.schema import EvalRow
 
 __all__ = ["skipped_steps_warning", "train"]
 
@@ -116,7 +117,7 @@ def train(args: argparse.Namespace, run: RunConfig, resume: tuple[Path, str] | N
     return 0
 
 
-def _evaluate(curriculum: Curriculum, log: Any, bar: Any) -> dict[str, Any]:
+def _evaluate(curriculum: Curriculum, log: Any, bar: Any) -> EvalRow:
     """One held-out evaluation: ``eval.jsonl`` and a line with its losses and wall time (rank 0).
 
     Its time is not training time: ``curriculum.evaluate`` leaves it out of ``tokens_per_s``.
