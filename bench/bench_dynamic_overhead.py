@@ -47,7 +47,7 @@ from curriculum_ds.demo import build_demo_data, demo_ds_config
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -226,7 +226,7 @@ class TotalOnlyAccounting:
     """``--streams``' accounting off: the step's token-loss total alone, no per-stream rows.
 
     What ``Step`` summed before per-stream accounting (one loss sum and one count per rank in the
-    statistics all-reduce); stands in for ``curriculum_ds.plugin.streams.StreamAccounting``.
+    statistics all-reduce); stands in for ``curriculum_ds.plugin.accounting.StreamAccounting``.
     """
 
     def __init__(self, *args: Any) -> None:

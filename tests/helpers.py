@@ -12,7 +12,7 @@ from typing import Any
 
 from curriculum_ds.data import prepare
 from curriculum_ds.launch import build_command, launcher_env
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 INTEGRATION = Path(__file__).resolve().parent / "integration"

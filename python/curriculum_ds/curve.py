@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from curriculum_ds.errors import DataError
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 __all__ = ["PHASE_START_NOTE", "Curve", "load_curve", "render_png", "render_table"]
 

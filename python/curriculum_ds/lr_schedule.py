@@ -42,7 +42,7 @@ from curriculum_ds.errors import ConfigError
 if TYPE_CHECKING:
     from curriculum_ds.config.models import CurriculumConfig
 
-__all__ = ["BASE_LR_KEY", "LRSchedule", "apply_lr"]
+__all__ = ["BASE_LR_KEY", "LRSchedule", "apply_lr", "optimizer_lr"]
 
 BASE_LR_KEY = "initial_lr"
 """The param-group key that holds a group's peak lr: torch's own ``LRScheduler`` convention
@@ -172,3 +172,21 @@ def apply_lr(optimizer: Any, factor: float) -> None:
     for group in groups:
         peak = float(group.setdefault(BASE_LR_KEY, group["lr"]))
         group["lr"] = peak * factor
+
+
+def optimizer_lr(engine: Any) -> float:
+    """The learning rate the engine's next optimizer update uses: its first param group's.
+
+    Read from the optimizer rather than ``engine.get_lr()``, which asks the scheduler and, before
+    its first step, warns and answers 0 whatever the optimizer holds; ``get_lr()`` only when the
+    optimizer has no ``param_groups``. DeepSpeed's scheduler moves the lr only after an update,
+    so read when a step is drawn this is the lr of that step's update.
+
+    Args:
+        engine: a DeepSpeed engine (:class:`~curriculum_ds.plugin.engine_like.EngineLike`).
+    """
+    optimizer = getattr(engine, "optimizer", None)
+    groups = getattr(optimizer, "param_groups", None)
+    if groups:
+        return float(groups[0]["lr"])
+    return float(engine.get_lr()[0])

@@ -23,13 +23,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from curriculum_ds.errors import DataError
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+    from curriculum_ds.records.schema import MetricsRow
 
 __all__ = ["FINAL_STEPS", "PhaseSpan", "RunReport", "load_report", "render_report", "summary"]
 
@@ -61,14 +63,16 @@ class RunReport:
     """What a run directory holds for the report.
 
     Attributes:
-        run_dir: the folder. metrics: ``metrics.jsonl`` rows, by step. evals: ``eval.jsonl`` rows
-        (may be empty). history: ``curriculum_history.jsonl`` rows (may be empty).
+        run_dir: the folder. metrics: ``metrics.jsonl`` rows
+        (:class:`~curriculum_ds.records.schema.MetricsRow`; rows of older runs may lack
+        ``streams``), by step. evals: ``eval.jsonl`` rows (may be empty). history:
+        ``curriculum_history.jsonl`` rows (may be empty).
         phases: the phases the run went through, in order.
         has_streams: whether the metrics rows carry per-stream accounting.
     """
 
     run_dir: Path
-    metrics: list[dict[str, Any]]
+    metrics: list[MetricsRow]
     evals: list[dict[str, Any]] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     phases: list[PhaseSpan] = field(default_factory=list)
@@ -100,14 +104,15 @@ def load_report(run_dir: Path) -> RunReport:
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         raise DataError(f"report: {run_dir} is not a run directory (no metrics.jsonl)")
-    rows = read_jsonl(path)
-    if not rows:
+    raw = read_jsonl(path)
+    if not raw:
         raise DataError(f"report: {path} has no complete row (the run has not finished a step)")
-    for i, row in enumerate(rows):
+    for i, row in enumerate(raw):
         missing = [k for k in ("step", "tokens", "phase") if not isinstance(row.get(k), int)]
         if missing:
             raise DataError(f"report: {path} line {i + 1}: no integer {', '.join(missing)}")
-    rows.sort(key=lambda r: r["step"])
+    # metrics rows from here on: step, tokens and phase checked, the other fields read with care
+    rows = sorted(cast("list[MetricsRow]", raw), key=lambda r: r["step"])
 
     def optional(name: str) -> list[dict[str, Any]]:
         p = run_dir / name
@@ -122,7 +127,7 @@ def load_report(run_dir: Path) -> RunReport:
     )
 
 
-def _phase_spans(rows: list[dict[str, Any]]) -> list[PhaseSpan]:
+def _phase_spans(rows: list[MetricsRow]) -> list[PhaseSpan]:
     spans: list[PhaseSpan] = []
     before = 0
     for row in rows:
@@ -187,7 +192,7 @@ def _fmt(value: Any) -> str:
     return f"{float(value):.4f}" if _finite(value) else "  -   "
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 

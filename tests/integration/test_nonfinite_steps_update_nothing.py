@@ -20,7 +20,7 @@ import pytest
 import torch
 from helpers import fixed_docs, launch, make_dataset, write_ds_config
 
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 pytestmark = pytest.mark.distributed
 

@@ -35,7 +35,7 @@ from helpers import (
     write_ds_config,
 )
 
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 pytestmark = pytest.mark.distributed
 

@@ -23,7 +23,7 @@ from userloop_launch import launch_script
 
 from curriculum_ds.config import load_config
 from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 pytestmark = pytest.mark.distributed
 

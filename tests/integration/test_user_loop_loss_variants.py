@@ -32,7 +32,7 @@ from user_loop_script import LABEL_SMOOTHING, build_model, z_loss
 from userloop_launch import launch_script
 
 from curriculum_ds.loader import collate
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 pytestmark = pytest.mark.distributed
 

@@ -21,7 +21,7 @@ import pytest
 from helpers import make_dataset, ragged_docs, two_phase_curriculum, write_ds_config
 from userloop_launch import launch_script
 
-from curriculum_ds.runlog import read_jsonl
+from curriculum_ds.records.jsonl import read_jsonl
 
 pytestmark = pytest.mark.distributed
 

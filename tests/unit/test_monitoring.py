@@ -1,5 +1,5 @@
-"""curriculum_ds.monitoring: the events of a step, a recompute and an eval row, written through
-DeepSpeed's real ``MonitorMaster`` (TensorBoard, CSV, offline W&B) and read back.
+"""curriculum_ds.records.monitors: the events of a step, a recompute and an eval row, written
+through DeepSpeed's real ``MonitorMaster`` (TensorBoard, CSV, offline W&B) and read back.
 
 The only stand-in: ``deepspeed.comm.get_rank`` answers 0 (the monitors ask it; no process group
 runs in a unit test). W&B runs offline under ``tmp_path`` (no network).
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from monitor_readers import assert_monitors_hold
 
-from curriculum_ds.monitoring import (
+from curriculum_ds.records.monitors import (
     CurriculumMonitor,
     bucket_events,
     eval_events,

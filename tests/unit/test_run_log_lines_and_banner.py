@@ -1,4 +1,4 @@
-"""Issue 14 item 4: the log line of a step and the start banner (curriculum_ds.progress)."""
+"""Issue 14 item 4: the log line of a step and the start banner (curriculum_ds.records.progress)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from curriculum_ds.progress import (
+from curriculum_ds.records.progress import (
     MAX_LINE,
     StepLogger,
     banner,

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from curriculum_ds.checkpoint.files import open_tag
 from curriculum_ds.checkpoint.retention import UNIVERSAL_SUFFIX
 from curriculum_ds.errors import ResumeError
+from curriculum_ds.plugin.engine_like import Topology
 
 if TYPE_CHECKING:
     from curriculum_ds.checkpoint.files import SavedTag
@@ -74,7 +75,7 @@ def prepare(engine: Any, tag: SavedTag) -> str | None:
     """
     load_dir, tag_dir = tag.load_dir, tag.path
     saved = tag.dp_world_size
-    current = int(getattr(engine, "seq_dp_world_size", None) or engine.dp_world_size)
+    current = Topology.from_engine(engine).dp_world_size
     if saved is None or saved == current or not _partitioned_optimizer(tag_dir):
         return None
     target = load_dir / universal_tag(tag.tag)

@@ -3,6 +3,17 @@
 ``initialize`` builds the engine and the curriculum; ``attach`` adds a curriculum to an engine
 built elsewhere; iterating the :class:`Curriculum` yields :class:`Step` objects whose
 micro-batches go ``backward`` and which ``finish`` (DESIGN.md, "Library use").
+
+Modules, one concern each: ``engine`` (``initialize``, ``attach``, ``deepspeed_config``),
+``engine_like`` (the ``EngineLike`` surface of a DeepSpeed engine the plugin uses, and the
+``Topology`` read from it), ``curriculum`` (``Curriculum``: iteration, phase swaps, the
+coordinator of the others), ``step`` (``Step``: micro-batches, token-weighted backward,
+``finish``), ``inputs`` (checks of what a loop hands ``step.backward``), ``stats`` (a step's
+statistics and its one all-reduce), ``accounting`` (per-stream samples, tokens and losses),
+``completion`` (what a finished step hands back and what the run makes of it: counters, skip
+counts, re-weighting, the rows), ``evaluation`` (held-out evaluation), ``nonfinite`` (steps that
+update nothing), ``preemption`` (SIGTERM), ``checkpoints`` and ``universal`` (DeepSpeed save/load
+and the universal conversion).
 """
 
 from curriculum_ds.loader import MicroBatch

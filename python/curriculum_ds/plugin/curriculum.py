@@ -12,13 +12,8 @@ counters), so every rank draws the same batch and takes its own slice.
 from __future__ import annotations
 
 import os
-import time
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import torch.distributed as dist
 
 from curriculum_ds.checkpoint import engine_io
 from curriculum_ds.checkpoint.files import SavedTag
@@ -27,22 +22,29 @@ from curriculum_ds.checkpoint.state import CurriculumState, DynamicState, Loader
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError, StepError
 from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.lr_schedule import LRSchedule, apply_lr
-from curriculum_ds.monitoring import CurriculumMonitor
+from curriculum_ds.lr_schedule import LRSchedule, apply_lr, optimizer_lr
+from curriculum_ds.plugin.completion import (
+    SkipCounts,
+    StepOutcome,
+    StepTimer,
+    complete_step,
+    step_progress,
+)
+from curriculum_ds.plugin.engine_like import EngineLike, Topology
 from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.position import Position
+from curriculum_ds.records.monitors import CurriculumMonitor
 from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-    import numpy.typing as npt
-
     from curriculum_ds.config import CurriculumConfig, RunConfig
     from curriculum_ds.loader import MicroBatch
+    from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow
 
 __all__ = ["Curriculum"]
 
@@ -61,7 +63,9 @@ class Curriculum:
         schedule: the phase boundaries (:class:`~curriculum_ds.schedule.PhaseSchedule`).
         lr_schedule: ``curriculum.lr_schedule`` (:class:`~curriculum_ds.lr_schedule.LRSchedule`),
             applied to every param group when a step is drawn; None without one.
-        dp_rank / dp_world_size: this rank and the number of data-parallel ranks.
+        topology: the data-parallel ranks, read from the engine
+            (:meth:`~curriculum_ds.plugin.engine_like.Topology.from_engine`).
+        dp_rank / dp_world_size: this rank and the number of data-parallel ranks (``topology``'s).
         micro_batch_size / gradient_accumulation_steps / global_batch_size: samples per
             micro-batch per rank, micro-batches per step per rank, and samples per optimizer step
             over all ranks.
@@ -81,7 +85,7 @@ class Curriculum:
         evaluator: the held-out evaluation (``curriculum.eval``), or None without one; see
             :attr:`eval_due` and :meth:`evaluate`.
         monitor: on global rank 0 when the ds_config enables DeepSpeed's ``tensorboard``,
-            ``wandb`` or ``csv_monitor``, the :class:`~curriculum_ds.monitoring.
+            ``wandb`` or ``csv_monitor``, the :class:`~curriculum_ds.records.monitors.
             CurriculumMonitor` that every finished step (and re-weighting recompute) is written
             to (``curriculum/...`` tags), and every :meth:`evaluate` row. None otherwise.
         num_nonfinite_steps: steps of this process that applied no update because their global
@@ -91,15 +95,15 @@ class Curriculum:
             :class:`~curriculum_ds.errors.NonFiniteLossError`.
     """
 
-    def __init__(self, engine: Any, run: RunConfig) -> None:
+    def __init__(self, engine: EngineLike, run: RunConfig) -> None:
         self.engine = engine
         self.run = run
         self.config: CurriculumConfig = run.curriculum
         self.schedule = PhaseSchedule(self.config)
         self.lr_schedule = LRSchedule.from_config(self.config)
-        initialized = dist.is_available() and dist.is_initialized()
-        self.dp_rank = dist.get_rank() if initialized else 0
-        self.dp_world_size = dist.get_world_size() if initialized else 1
+        self.topology = Topology.from_engine(engine)
+        self.dp_rank = self.topology.dp_rank
+        self.dp_world_size = self.topology.dp_world_size
         self.micro_batch_size = run.micro_batch_size
         self.gradient_accumulation_steps = run.gradient_accumulation_steps
         self.global_batch_size = run.global_batch_size(self.dp_world_size)
@@ -109,10 +113,8 @@ class Curriculum:
             else None
         )
         self.position = Position.start(self.schedule.unit)
-        self.num_skipped_steps = 0
+        self._counts = SkipCounts()
         self.monitor = CurriculumMonitor.for_engine(engine)
-        self.num_nonfinite_steps = 0
-        self.consecutive_nonfinite_steps = 0
         self.resumed_from: Path | None = None
         self._loader: PhaseLoader | None = None
         # what the next phase loader built restores (then None): set by a resume
@@ -122,7 +124,7 @@ class Curriculum:
         self.stop_requested = False
         self.stop_signal = StopSignal()
         self._exhausted = False
-        self._last_time: float | None = None
+        self._timer = StepTimer()  # tokens_per_s: a step's wall time, evaluations left out
         self.evaluator = (
             Evaluator(
                 self.config.eval,
@@ -159,6 +161,21 @@ class Curriculum:
     def progress(self) -> Progress:
         """Cumulative progress in the schedule's unit (int tokens, or a Fraction of passes)."""
         return self.position.progress
+
+    @property
+    def num_skipped_steps(self) -> int:
+        """Steps of this process without loss-bearing tokens."""
+        return self._counts.num_skipped_steps
+
+    @property
+    def num_nonfinite_steps(self) -> int:
+        """Steps of this process whose global loss (or gradient norm) was NaN/inf."""
+        return self._counts.num_nonfinite_steps
+
+    @property
+    def consecutive_nonfinite_steps(self) -> int:
+        """How many of the non-finite steps came last, in a row."""
+        return self._counts.consecutive_nonfinite_steps
 
     @property
     def phase_idx(self) -> int:
@@ -218,19 +235,24 @@ class Curriculum:
             dp_world_size=self.dp_world_size,
             micro_batch_size=self.micro_batch_size,
         )
-        if self._last_time is None:
-            self._last_time = time.perf_counter()
+        self._timer.start()
         stream_tokens = loader.stream_tokens(batch)
         step_tokens = int(stream_tokens.sum())
         if self.lr_schedule is not None:  # at the step's END progress, before Step reads its lr
-            end = self.progress + (
-                step_tokens
-                if self.schedule.unit == "tok"
-                else Fraction(len(batch), loader.samples_per_pass)
+            end = self.progress + step_progress(
+                self.schedule.unit, step_tokens, len(batch), loader.samples_per_pass
             )
             apply_lr(self.engine.optimizer, self.lr_schedule.factor(end))
         self._step = Step(
-            self,
+            self.engine,
+            topology=self.topology,
+            loss_weighting=self.config.loss_weighting,
+            # DeepSpeed's scheduler moves the lr only after an update: the optimizer's now is
+            # this step's
+            lr=optimizer_lr(self.engine),
+            stop_flag=self.stop_signal.caught,
+            gather_sample_losses=self.dynamic is not None,
+            complete=self._complete_step,
             global_step=self.global_step + 1,
             phase_idx=loader.phase_idx,
             phase_name=loader.phase.name,
@@ -275,74 +297,28 @@ class Curriculum:
         self._close_loader()
         self.stop_signal.restore()
 
-    def _complete_step(
-        self,
-        step: Step,
-        result: dict[str, Any],
-        sample_losses: npt.NDArray[np.float64] | None,
-        *,
-        stop_requested: bool,
-    ) -> dict[str, Any]:
-        """Called by :meth:`Step.finish`: advance the counters, re-weight, build the record."""
-        self.stop_requested = self.stop_requested or stop_requested
+    def _complete_step(self, outcome: StepOutcome) -> tuple[MetricsRow, HistoryRow | None]:
+        """A step's completion callback: advance the counters, re-weight, build the rows."""
+        self.stop_requested = self.stop_requested or outcome.stop_requested
         loader = self._loader
         assert loader is not None  # a step in flight has its loader
-        num_samples = len(step.samples)
-        progress_before = self.progress
-        self.position = self.position.advanced(
-            step_tokens=step.step_tokens,
-            num_samples=num_samples,
-            progress=(
-                step.step_tokens
-                if self.schedule.unit == "tok"
-                else Fraction(num_samples, loader.samples_per_pass)
-            ),
+        before = self.progress
+        done = complete_step(
+            outcome,
+            position=self.position,
+            counts=self._counts,
+            unit=self.schedule.unit,
+            loader=loader,
+            dynamic=self.dynamic,
+            timer=self._timer,
         )
-        reason = result["skip_reason"]
-        self.num_skipped_steps += int(reason == "no_loss_tokens")
-        if reason in ("nonfinite_loss", "nonfinite_grad_norm"):
-            self.num_nonfinite_steps += 1
-            self.consecutive_nonfinite_steps += 1
-        elif reason is None:
-            self.consecutive_nonfinite_steps = 0
-        self._last_span = (progress_before, self.progress, step.phase_idx, step.phase_name)
-        if self.dynamic is not None and sample_losses is not None:
-            self.dynamic.observe(step.samples, sample_losses)
-            update = self.dynamic.maybe_recompute(self.global_step)
-            if update is not None:
-                if update.buckets is not None:
-                    loader.set_buckets(update.buckets)
-                step.reweighting = {
-                    "step": self.global_step,
-                    "phase": step.phase_idx,
-                    "phase_name": step.phase_name,
-                    **update.record,
-                }
-        now = time.perf_counter()
-        elapsed = now - (self._last_time if self._last_time is not None else now)
-        self._last_time = now
-        record = {
-            "step": self.global_step,
-            "phase": step.phase_idx,
-            "phase_name": step.phase_name,
-            "tokens": self.consumed_tokens,
-            "samples": self.consumed_samples,
-            "progress": str(self.progress),
-            **{k: result[k] for k in ("loss", "token_loss", "aux_loss", "valid_tokens")},
-            "step_tokens": step.step_tokens,
-            "skipped": result["skipped"],
-            "skip_reason": reason,
-            "step_applied": result["step_applied"],
-            "lr": step.lr,
-            "tokens_per_s": round(step.step_tokens / max(elapsed, 1e-9), 1),
-            "phase_epochs": round(loader.epochs_done(), 6),
-            "streams": result["streams"],
-        }
+        self.position, self._counts = done.position, done.counts
+        self._last_span = (before, self.progress, outcome.phase_idx, outcome.phase_name)
         if self.monitor is not None:  # the ds_config's tensorboard / wandb / csv_monitor
-            self.monitor.write_step(record)
-            if step.reweighting is not None:
-                self.monitor.write_buckets(step.reweighting)
-        return record
+            self.monitor.write_step(done.metrics)
+            if done.history is not None:
+                self.monitor.write_buckets(done.history)
+        return done.metrics, done.history
 
     # ------------------------------------------------------------------------- evaluation
     @property
@@ -356,7 +332,7 @@ class Curriculum:
         span = self._last_span
         return self.evaluator is not None and span is not None and self.evaluator.is_due(*span[:2])
 
-    def evaluate(self, forward: Callable[[MicroBatch], Any] | None = None) -> dict[str, Any]:
+    def evaluate(self, forward: Callable[[MicroBatch], Any] | None = None) -> EvalRow:
         """Evaluate the fixed held-out set now; collective (every rank calls it).
 
         Runs under ``torch.no_grad()`` in eval mode (the engine's mode is restored), leaves the
@@ -391,8 +367,7 @@ class Curriculum:
             phase_idx=phase_idx,
             phase_name=phase_name,
         )
-        if self._last_time is not None:  # not training time: out of the next tokens_per_s
-            self._last_time += row["eval_time_s"]
+        self._timer.leave_out(row["eval_time_s"])  # not training time: out of tokens_per_s
         self._last_span = None
         if self.monitor is not None:  # curriculum/eval/... in the ds_config's monitors
             self.monitor.write_eval(row)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from curriculum_ds.config import RunConfig
     from curriculum_ds.plugin.curriculum import Curriculum
+    from curriculum_ds.plugin.engine_like import EngineLike
 
 __all__ = ["attach", "deepspeed_config", "initialize", "load_run_config"]
 
@@ -159,14 +160,15 @@ def initialize(
     return engine, attach(engine, run)
 
 
-def attach(engine: Any, config: Any, *, check_data: bool = True) -> Curriculum:
+def attach(engine: EngineLike, config: Any, *, check_data: bool = True) -> Curriculum:
     """A curriculum for an engine built by the user's own ``deepspeed.initialize``.
 
     Build that engine with ``config=curriculum_ds.deepspeed_config(ds_config)`` (or any config
     whose batch sizes agree with the ``curriculum`` config's).
 
     Args:
-        engine: a ``DeepSpeedEngine`` (``torch.distributed`` already initialised).
+        engine: a ``DeepSpeedEngine`` (``torch.distributed`` already initialised), or anything
+            with its :class:`~curriculum_ds.plugin.engine_like.EngineLike` surface.
         config: the ds_config with the ``curriculum`` section (path, dict or ``RunConfig``).
         check_data: run the data preflight.
 
@@ -176,10 +178,11 @@ def attach(engine: Any, config: Any, *, check_data: bool = True) -> Curriculum:
             the positions ``engine.module`` declares (as in :func:`initialize`).
     """
     from curriculum_ds.plugin.curriculum import Curriculum
+    from curriculum_ds.plugin.engine_like import Topology
 
     run = load_run_config(config, check_data=check_data)
     _check_model_context(run, engine)
-    dp_world_size = _world_size()
+    dp_world_size = Topology.from_engine(engine).dp_world_size
     expected = {
         "train_micro_batch_size_per_gpu": run.micro_batch_size,
         "gradient_accumulation_steps": run.gradient_accumulation_steps,

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from curriculum_ds.config import EvalConfig
+    from curriculum_ds.plugin.engine_like import EngineLike
+    from curriculum_ds.records.schema import EvalRow
     from curriculum_ds.schedule import PhaseSchedule, Progress
 
 __all__ = ["EvalBatch", "Evaluator", "preserved_rng"]
@@ -167,14 +169,14 @@ class Evaluator:
     # ------------------------------------------------------------------------------ run
     def evaluate(
         self,
-        engine: Any,
+        engine: EngineLike,
         forward: Callable[[MicroBatch], Any] | None = None,
         *,
         step: int,
         tokens: int,
         phase_idx: int,
         phase_name: str,
-    ) -> dict[str, Any]:
+    ) -> EvalRow:
         """Evaluate every stream's fixed eval set; collective (every rank calls it).
 
         Args:
@@ -205,7 +207,8 @@ class Evaluator:
         # [loss sum per stream (nats) ..., loss-bearing tokens per stream ...], this rank
         stats = torch.zeros(2 * num_streams, dtype=torch.float64, device=device)
         # DeepSpeed's engine.train/eval set the wrapped module's mode, not the engine's own flag
-        was_training = bool(getattr(engine, "module", engine).training)
+        module: Any = getattr(engine, "module", engine)
+        was_training = bool(module.training)
         with preserved_rng(), torch.no_grad():
             engine.eval()
             try:

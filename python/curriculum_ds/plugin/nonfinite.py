@@ -36,6 +36,8 @@ from curriculum_ds.errors import NonFiniteLossError
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from curriculum_ds.plugin.engine_like import EngineLike
+
 __all__ = ["any_rank", "check_nonfinite_limit", "update_skipped"]
 
 _ABSENT = object()
@@ -52,7 +54,7 @@ def any_rank(flag: torch.Tensor, *, collective: bool) -> bool:
     return bool(flag.item() > 0)
 
 
-def _torch_optimizers(engine: Any) -> list[torch.optim.Optimizer]:
+def _torch_optimizers(engine: EngineLike) -> list[torch.optim.Optimizer]:
     """The torch optimizers whose ``step`` would move weights or optimizer state."""
     found: dict[int, torch.optim.Optimizer] = {}
     wrapper = engine.optimizer
@@ -67,7 +69,7 @@ def _torch_optimizers(engine: Any) -> list[torch.optim.Optimizer]:
 
 
 @contextlib.contextmanager
-def update_skipped(engine: Any) -> Iterator[None]:
+def update_skipped(engine: EngineLike) -> Iterator[None]:
     """Within the context, ``engine.step()`` at the accumulation boundary applies no update.
 
     The step's gradients are discarded as DeepSpeed discards an overflow step's; weights and

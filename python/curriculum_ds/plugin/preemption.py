@@ -45,6 +45,10 @@ class StopSignal:
             self.received = signum
         self.count += 1
 
+    def caught(self) -> bool:
+        """Whether a signal was caught (:attr:`received` is set): a step's stop flag."""
+        return self.received is not None
+
     @property
     def installed(self) -> bool:
         """Whether the handler is in place (constructed in the main thread, not restored)."""

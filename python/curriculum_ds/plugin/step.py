@@ -6,16 +6,21 @@ step's loss-bearing tokens (shifted labels ≠ -100) are counted over every micr
 rank with one all-reduce when the step is drawn, so each :meth:`Step.backward` can divide by the
 global count at once (torchtitan's ``global_valid_tokens``); :func:`curriculum_ds.loss.
 scale_micro_batch_loss` is the one place that owns the scaling.
+
+A step is built from plain values, as :class:`~curriculum_ds.plugin.evaluation.Evaluator` is:
+the engine, its :class:`~curriculum_ds.plugin.engine_like.Topology`, the loss weighting, the lr,
+a stop flag and a completion callback. It never sees the curriculum: :meth:`Step.finish` hands
+a :class:`~curriculum_ds.plugin.completion.StepOutcome` to the callback and returns the metrics
+row the callback gives back.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from curriculum_ds.errors import StepError
 from curriculum_ds.loss import (
@@ -25,14 +30,23 @@ from curriculum_ds.loss import (
     per_sample_token_losses,
     scale_micro_batch_loss,
 )
+from curriculum_ds.plugin.accounting import StreamAccounting
+from curriculum_ds.plugin.completion import StepOutcome
+from curriculum_ds.plugin.inputs import check_aux, check_token_losses, logits_tensor
 from curriculum_ds.plugin.nonfinite import any_rank, update_skipped
-from curriculum_ds.plugin.streams import StreamAccounting
+from curriculum_ds.plugin.stats import StepStats
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy.typing as npt
 
     from curriculum_ds.loader import MicroBatch
-    from curriculum_ds.plugin.curriculum import Curriculum
+    from curriculum_ds.plugin.engine_like import EngineLike, Topology
+    from curriculum_ds.records.schema import HistoryRow, MetricsRow, TraceRow
+
+    Complete = Callable[[StepOutcome], tuple[MetricsRow, HistoryRow | None]]
+    """The completion callback: a finished step's outcome -> its metrics and history rows."""
 
 __all__ = ["Step"]
 
@@ -42,6 +56,24 @@ class Step:
 
     Built by the curriculum, never by the user. Every rank holds the same global batch and the
     same counts; each runs its own micro-batches.
+
+    Args:
+        engine: the engine the micro-batches go through (:class:`~curriculum_ds.plugin.
+            engine_like.EngineLike`); ``backward`` calls its ``backward`` and ``step``.
+        topology: the data-parallel ranks (this rank takes its slice of ``samples``).
+        loss_weighting: ``"token"`` (every loss-bearing token of the step weighs the same) or
+            ``"sample"`` (DeepSpeed's mean of micro-batch means).
+        lr: the learning rate of this step's update (the curriculum read it from the optimizer
+            when it drew the step).
+        stop_flag: asked once, in :meth:`finish`: whether this rank was asked to stop (SIGTERM).
+        gather_sample_losses: whether :meth:`finish` gathers every sample's loss (dynamic
+            re-weighting needs them).
+        complete: the completion callback: gets the step's :class:`~curriculum_ds.plugin.
+            completion.StepOutcome` once and returns its metrics row and history row (None when
+            it did not recompute the weights).
+        global_step / phase_idx / phase_name / samples / micro_batches / stream_tokens: see the
+            attributes; ``micro_batches`` are moved to the engine's device.
+        stream_names: the phase's stream names, in ``stream_idx`` order.
 
     Attributes:
         global_step: the number this step gets once finished (1-based, global).
@@ -79,8 +111,14 @@ class Step:
 
     def __init__(
         self,
-        curriculum: Curriculum,
+        engine: EngineLike,
         *,
+        topology: Topology,
+        loss_weighting: Literal["token", "sample"],
+        lr: float,
+        stop_flag: Callable[[], bool],
+        gather_sample_losses: bool,
+        complete: Complete,
         global_step: int,
         phase_idx: int,
         phase_name: str,
@@ -89,7 +127,10 @@ class Step:
         stream_tokens: npt.NDArray[np.int64],
         stream_names: list[str],
     ) -> None:
-        self._curriculum = curriculum
+        self._engine = engine
+        self._stop_flag = stop_flag
+        self._gather = gather_sample_losses
+        self._complete = complete
         self.global_step = global_step
         self.phase_idx = phase_idx
         self.phase_name = phase_name
@@ -97,12 +138,11 @@ class Step:
         self.stream_names = stream_names
         self.stream_tokens = stream_tokens
         self.step_tokens = int(stream_tokens.sum())
-        engine = curriculum.engine
         self._device = engine.device
         self.micro_batches = [mb.to(self._device) for mb in micro_batches]
-        self._mode = curriculum.config.loss_weighting
-        self._dp_world_size = curriculum.dp_world_size
-        self._collective = dist.is_initialized() and self._dp_world_size > 1
+        self._mode = loss_weighting
+        self._dp_world_size = topology.dp_world_size
+        self._collective = topology.collective
         # Loss-bearing tokens of the whole step, counted before any forward (labels are known):
         # one all-reduce per step over the data-parallel group (none in a world of one).
         self._global_valid = global_valid_tokens(
@@ -117,11 +157,15 @@ class Step:
         self._local_nonfinite = torch.zeros((), dtype=torch.float64, device=self._device)
         # what DeepSpeed divides the summed gradients by (dp_world_size but for config corners)
         self._grad_divisor = engine_grad_divisor(engine, dp_world_size=self._dp_world_size)
-        per_rank = len(samples) // self._dp_world_size
-        # each of this rank's samples' sum of token losses (nats) and loss-bearing tokens, in the
-        # order of its micro-batches' rows
-        self._sample_sums = torch.zeros(per_rank, dtype=torch.float64, device=self._device)
-        self._sample_valid = torch.zeros(per_rank, dtype=torch.float64, device=self._device)
+        # this rank's per-sample sums and step statistics, summed over the ranks by finish()'s one
+        # all-reduce together with the per-stream sums (StreamAccounting)
+        self._stats = StepStats(
+            samples_per_rank=len(samples) // self._dp_world_size,
+            num_micro_batches=len(self.micro_batches),
+            dp_world_size=self._dp_world_size,
+            collective=self._collective,
+            device=self._device,
+        )
         positions = [mb.positions for mb in self.micro_batches]
         self._streams = StreamAccounting(
             stream_names,
@@ -131,16 +175,10 @@ class Step:
             self._device,
         )
         self.sample_losses: npt.NDArray[np.float64] | None = None
-        # this rank's [sum of micro-batch mean losses / GAS, sum of aux_loss values, number of
-        # aux_loss values given, 1 if this rank was asked to stop (SIGTERM)]; the token losses
-        # are summed per stream (StreamAccounting); finish()'s one all-reduce sums them all
-        self._stats = torch.zeros(4, dtype=torch.float64, device=self._device)
         self._done = [False] * len(self.micro_batches)
         self._finished = False
-        self.reweighting: dict[str, Any] | None = None
-        # the learning rate this step's optimizer update uses: DeepSpeed's scheduler moves it
-        # only after the update, so it is the optimizer's now (first param group)
-        self.lr = _optimizer_lr(engine)
+        self.reweighting: HistoryRow | None = None
+        self.lr = lr
         # engine.step() calls so far: each backward here adds exactly one (a loop's own
         # engine.backward/engine.step beside step.backward would apply a second update)
         self._micro_steps0 = getattr(engine, "micro_steps", None)
@@ -179,20 +217,8 @@ class Step:
                 ``mb`` that requires grad, or ``aux_loss`` is not a one-element tensor (checked
                 before anything goes backward).
         """
-        tensor = logits.logits if hasattr(logits, "logits") else logits
-        if (
-            not isinstance(tensor, torch.Tensor)
-            or tensor.dim() != 3
-            or tuple(tensor.shape[:2]) != tuple(mb.labels.shape)
-        ):
-            shape = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor)
-            raise ValueError(
-                f"step.backward: logits must be (batch, seq_len, vocab) = "
-                f"({mb.labels.shape[0]}, {mb.labels.shape[1]}, vocab) for this micro-batch, "
-                f"got {shape}"
-            )
-        _check_differentiable("step.backward: logits", tensor)
-        _check_aux(aux_loss)
+        tensor = logits_tensor(logits, mb)
+        check_aux(aux_loss)
         mb_idx = self._claim(mb)
         loss_sums, num_valid = per_sample_token_losses(tensor, mb.labels)
         return self._backward(mb_idx, loss_sums, num_valid, aux_loss)
@@ -233,15 +259,8 @@ class Step:
                 not a float tensor that requires grad, or ``aux_loss`` is not a one-element
                 tensor (checked before anything goes backward).
         """
-        expected = tuple(mb.loss_mask.shape)
-        for name, t in (("token_losses", token_losses), ("loss_mask", loss_mask)):
-            if tuple(t.shape) != expected:
-                raise ValueError(
-                    f"step.backward_token_losses: {name} must be (batch, seq_len - 1) = "
-                    f"{expected} for this micro-batch, got {tuple(t.shape)}"
-                )
-        _check_differentiable("step.backward_token_losses: token_losses", token_losses)
-        _check_aux(aux_loss)
+        check_token_losses(token_losses, loss_mask, mb)
+        check_aux(aux_loss)
         mask = loss_mask.to(device=mb.loss_mask.device, dtype=torch.bool)
         if not torch.equal(mask, mb.loss_mask):
             raise StepError(
@@ -277,7 +296,7 @@ class Step:
         aux_loss: torch.Tensor | None,
     ) -> torch.Tensor:
         """Scale, backpropagate, step the engine, and keep the statistics of the micro-batch."""
-        engine = self._curriculum.engine
+        engine = self._engine
         num_micro_batches = len(self.micro_batches)
         loss_sum, count = loss_sums.sum(), num_valid.sum()
         self._check_engine_untouched(sum(self._done))
@@ -313,21 +332,15 @@ class Step:
             else:
                 engine.step()
         self._done[mb_idx] = True
-        with torch.no_grad():
-            lo = mb_idx * len(num_valid)
-            self._sample_sums[lo : lo + len(num_valid)] = loss_sums.double()
-            self._sample_valid[lo : lo + len(num_valid)] = num_valid.double()
-            self._stats[0] += (loss_sum / count.clamp(min=1)).double() / num_micro_batches
-            if aux_loss is not None:
-                self._stats[1] += aux_loss.detach().double().to(self._device).sum()
-                self._stats[2] += 1
-            return (loss_sum / count).detach().float()
+        return self._stats.add_micro_batch(
+            mb_idx, loss_sums, num_valid, aux_loss, loss_sum=loss_sum, count=count
+        )
 
     def _check_engine_untouched(self, num_backward: int) -> None:
         """Refuse when the loop called ``engine.step()`` itself beside ``step.backward``."""
         if self._micro_steps0 is None or self.skipped:
             return
-        moved = self._curriculum.engine.micro_steps - self._micro_steps0
+        moved = self._engine.micro_steps - self._micro_steps0
         if moved != num_backward:
             raise StepError(
                 f"step {self.global_step}: engine.step() ran {moved} time(s) for "
@@ -336,30 +349,24 @@ class Step:
             )
 
     # -------------------------------------------------------------------------------- finish
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> MetricsRow:
         """End the step: global loss, counters, dynamic weights, exact phase boundary.
 
         Collective: every rank calls it once, after every one of its micro-batches went
         backward. The phase swap itself happens when the next step is drawn. Its one all-reduce
-        also carries each rank's SIGTERM flag: afterwards ``curriculum.stop_requested`` is the
-        same on every rank.
+        also carries each rank's stop flag (SIGTERM): afterwards ``curriculum.stop_requested`` is
+        the same on every rank. The counters, re-weighting and row come from the completion
+        callback, which gets the step's outcome once.
 
         Returns:
-            The ``metrics.jsonl`` row: ``step``, ``phase``, ``phase_name``, ``tokens``
-            (cumulative non-padding input tokens, global), ``samples`` (cumulative, global),
-            ``progress`` (exact text in the schedule's unit), ``loss`` (what the optimizer saw,
-            nats: the token-mean loss plus ``aux_loss``; None when skipped), ``token_loss`` (the
-            token mean alone; None when NaN/inf), ``aux_loss`` (the mean of the ``aux_loss``
-            terms over every micro-batch of the step on every rank, a micro-batch without one
-            counting 0; None when no micro-batch had one, or NaN/inf), ``valid_tokens``,
-            ``step_tokens``, ``skipped`` (the model was not updated), ``skip_reason`` (see
-            :attr:`skip_reason`), ``step_applied`` (False also for a fp16 overflow step DeepSpeed
-            did not apply), ``lr``, ``tokens_per_s``, ``phase_epochs`` and ``streams``: ``{name:
-            {"samples", "tokens", "loss"}}`` for every stream of the phase, the step's samples
-            and non-padding input tokens from that stream (the tokens sum to ``step_tokens``)
-            and its token-mean loss (nats) over its loss-bearing tokens on all ranks (None when
-            it has none in this step, e.g. no sample, or when NaN/inf). Strict JSON (no NaN).
-            The same on every rank.
+            The ``metrics.jsonl`` row (:class:`~curriculum_ds.records.schema.MetricsRow`, each
+            field documented there): ``step``, ``phase``, ``phase_name``, ``tokens`` and
+            ``samples`` (cumulative, global), ``progress``, ``loss`` (what the optimizer saw,
+            nats; None when skipped), ``token_loss``, ``aux_loss``, ``valid_tokens``,
+            ``step_tokens``, ``skipped``, ``skip_reason``, ``step_applied``, ``lr``,
+            ``tokens_per_s``, ``phase_epochs`` and ``streams`` (``{name: {"samples", "tokens",
+            "loss"}}`` for every stream of the phase). Strict JSON (no NaN). The same on every
+            rank.
 
         Raises:
             StepError: a micro-batch has not gone backward, or the step is already finished
@@ -375,42 +382,23 @@ class Step:
                 "(step.backward(logits, mb) for each of step.micro_batches)"
             )
         self._check_engine_untouched(len(self._done))
-        self._stats[3] = float(self._curriculum.stop_signal.received is not None)
         # the step's statistics, the stop flag and the per-stream loss sums: one all-reduce, one
-        # host copy
-        stats = torch.cat(
-            [self._stats, self._streams.local_sums(self._sample_sums, self._sample_valid)]
+        # host copy; the same on every rank
+        stats = self._stats
+        totals = stats.all_reduce(
+            self._streams.local_sums(stats.sample_sums, stats.sample_valid),
+            stop=self._stop_flag(),
         )
-        if self._collective:
-            dist.all_reduce(stats)
-        stats = stats.cpu()
-        stop_requested = float(stats[3]) > 0  # the same on every rank
-        streams = self._streams.records(stats[4:])
+        streams = self._streams.records(totals.tail)
         num_valid = self.global_valid_tokens
         # the step's token losses over all ranks: the sum of the streams' sums
-        token_loss = self._streams.loss_sum(stats[4:]) / num_valid if num_valid else None
-        sample_loss = float(stats[0]) / self._dp_world_size
-        num_terms = len(self.micro_batches) * self._dp_world_size
-        aux = float(stats[1]) / num_terms if float(stats[2]) > 0 else None
-        gathered = None
-        if self._curriculum.dynamic is not None:
-            # each sample's mean token loss (nats); NaN without loss-bearing tokens
-            local = torch.where(
-                self._sample_valid > 0,
-                self._sample_sums / self._sample_valid.clamp(min=1),
-                float("nan"),
-            )
-            # one collective: every rank gets the step's per-sample losses, in global order
-            if self._collective:
-                parts = [torch.empty_like(local) for _ in range(self._dp_world_size)]
-                dist.all_gather(parts, local)
-                gathered = torch.cat(parts).cpu().numpy()
-            else:
-                gathered = local.cpu().numpy()
-            self.sample_losses = gathered
+        token_loss = self._streams.loss_sum(totals.tail) / num_valid if num_valid else None
+        aux = totals.aux_loss
+        if self._gather:  # one all-gather: every sample's mean token loss, in global order
+            self.sample_losses = stats.sample_losses()
         self._finished = True
-        engine = self._curriculum.engine
-        loss = token_loss if self._mode == "token" else sample_loss
+        engine = self._engine
+        loss = token_loss if self._mode == "token" else totals.sample_mean_loss
         if loss is not None and aux is not None:
             loss += aux
         applied = (not self.skipped) and bool(engine.was_step_applied())
@@ -420,26 +408,32 @@ class Step:
             # DeepSpeed skipped the update itself: a NaN/inf gradient norm (ZeRO, bf16)
             self.skip_reason = "nonfinite_grad_norm"
         self.skipped = self.skip_reason is not None
-        result = {
-            "loss": None if self.skipped else _finite_or_none(loss),
-            "token_loss": _finite_or_none(token_loss),
-            "aux_loss": _finite_or_none(aux),
-            "valid_tokens": num_valid,
-            "skipped": self.skipped,
-            "skip_reason": self.skip_reason,
-            "step_applied": applied,
-            "streams": streams,
-        }
-        return self._curriculum._complete_step(
-            self, result, gathered, stop_requested=stop_requested
+        outcome = StepOutcome(
+            global_step=self.global_step,
+            phase_idx=self.phase_idx,
+            phase_name=self.phase_name,
+            samples=self.samples,
+            step_tokens=self.step_tokens,
+            lr=self.lr,
+            loss=None if self.skipped else _finite_or_none(loss),
+            token_loss=_finite_or_none(token_loss),
+            aux_loss=_finite_or_none(aux),
+            valid_tokens=num_valid,
+            skip_reason=self.skip_reason,
+            step_applied=applied,
+            streams=streams,
+            sample_losses=self.sample_losses,
+            stop_requested=totals.stop_requested,
         )
+        record, self.reweighting = self._complete(outcome)
+        return record
 
     @property
     def finished(self) -> bool:
         """Whether :meth:`finish` has run."""
         return self._finished
 
-    def trace_record(self) -> dict[str, Any]:
+    def trace_record(self) -> TraceRow:
         """The ``sample_trace.jsonl`` row of this step.
 
         ``step``, ``phase``, and ``samples``: the global batch as ``[stream name, sample_index]``
@@ -456,38 +450,3 @@ class Step:
 def _finite_or_none(value: float | None) -> float | None:
     """``value``, or None when it is None, NaN or infinite (metrics rows are strict JSON)."""
     return value if value is not None and math.isfinite(value) else None
-
-
-def _optimizer_lr(engine: Any) -> float:
-    """The first param group's learning rate (what the next optimizer update uses).
-
-    Read from the optimizer rather than ``engine.get_lr()``, which asks the scheduler and, before
-    its first step, warns and answers 0 whatever the optimizer holds.
-    """
-    optimizer = getattr(engine, "optimizer", None)
-    groups = getattr(optimizer, "param_groups", None)
-    if groups:
-        return float(groups[0]["lr"])
-    return float(engine.get_lr()[0])
-
-
-def _check_differentiable(what: str, tensor: torch.Tensor) -> None:
-    """A loss input must be a float tensor in the autograd graph (not detached, not no_grad)."""
-    if not tensor.is_floating_point():
-        raise ValueError(f"{what} must be a floating-point tensor, got {tensor.dtype}")
-    if not tensor.requires_grad:
-        raise ValueError(
-            f"{what} does not require grad: computed under torch.no_grad() or detached, so "
-            "nothing could go backward"
-        )
-
-
-def _check_aux(aux_loss: object) -> None:
-    """``aux_loss`` is None or a one-element tensor (a Python number has no gradient)."""
-    if aux_loss is None:
-        return
-    if not isinstance(aux_loss, torch.Tensor) or aux_loss.numel() != 1:
-        got = tuple(aux_loss.shape) if isinstance(aux_loss, torch.Tensor) else type(aux_loss)
-        raise ValueError(
-            f"aux_loss must be a one-element tensor (this micro-batch's auxiliary term), got {got}"
-        )

@@ -9,7 +9,7 @@ happens inside the API, so a loop of your own does exactly what this one does.
 
 Around the loop, from public modules a user loop can call the same way: the start banner and a
 log line every ``--log-interval`` steps when stderr is not a terminal or with ``--no-progress``
-(:mod:`curriculum_ds.progress`; a tqdm bar on a terminal), ``--keep-last N`` checkpoint tags
+(:mod:`curriculum_ds.records.progress`; a tqdm bar on a terminal), ``--keep-last N`` checkpoint tags
 (:func:`curriculum_ds.checkpoint.retention.prune_checkpoints`, rank 0, after ``save_checkpoint``
 returned) and ``--export-final DIR`` (:func:`curriculum_ds.export.export_checkpoint`, rank 0,
 after the last save). SIGTERM (preemption) ends the loop after the step in progress, with a

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from curriculum_ds.checkpoint.rules import ResumePlan
     from curriculum_ds.config import RunConfig
     from curriculum_ds.plugin import Curriculum
+    from curriculum_ds.records.schema import EvalRow
 
 __all__ = ["skipped_steps_warning", "train"]
 
@@ -42,8 +43,8 @@ def train(
 
     import curriculum_ds as cds
     from curriculum_ds.checkpoint.retention import prune_checkpoints
-    from curriculum_ds.progress import StepLogger, banner
-    from curriculum_ds.runlog import RunLog
+    from curriculum_ds.records.jsonl import RunLog
+    from curriculum_ds.records.progress import StepLogger, banner
 
     cfg = run.curriculum
     torch.manual_seed(cfg.seed)  # model init only; the data order uses no global RNG
@@ -125,7 +126,7 @@ def train(
     return 0
 
 
-def _evaluate(curriculum: Curriculum, log: Any, bar: Any) -> dict[str, Any]:
+def _evaluate(curriculum: Curriculum, log: Any, bar: Any) -> EvalRow:
     """One held-out evaluation: ``eval.jsonl`` and a line with its losses and wall time (rank 0).
 
     Its time is not training time: ``curriculum.evaluate`` leaves it out of ``tokens_per_s``.

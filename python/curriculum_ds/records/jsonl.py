@@ -10,7 +10,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow, TraceRow
 
 __all__ = ["JsonlWriter", "RunLog", "read_jsonl", "truncate_jsonl"]
 
@@ -23,7 +28,7 @@ class JsonlWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115  (closed in close())
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Mapping[str, Any]) -> None:
         """Append ``record`` as one line and flush it to the OS."""
         self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
         self._file.flush()
@@ -100,10 +105,10 @@ class RunLog:
 
     def write(
         self,
-        record: dict[str, Any],
+        record: MetricsRow,
         *,
-        reweighting: dict[str, Any] | None = None,
-        trace: dict[str, Any] | None = None,
+        reweighting: HistoryRow | None = None,
+        trace: TraceRow | None = None,
     ) -> None:
         """Append a step's metrics row, its history row (if it recomputed) and its trace row."""
         self.metrics.write(record)
@@ -112,7 +117,7 @@ class RunLog:
         if self.history is not None and reweighting is not None:
             self.history.write(reweighting)
 
-    def write_eval(self, row: dict[str, Any]) -> None:
+    def write_eval(self, row: EvalRow) -> None:
         """Append an evaluation's row (``curriculum.evaluate()``) to ``eval.jsonl``."""
         if self.eval is not None:
             self.eval.write(row)

@@ -13,13 +13,15 @@ means.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+
+    from curriculum_ds.records.schema import StreamRow
 
 __all__ = ["StreamAccounting"]
 
@@ -76,7 +78,7 @@ class StreamAccounting:
         """
         return float(sum(global_sums[: self.num_streams].tolist()))
 
-    def records(self, global_sums: torch.Tensor) -> dict[str, dict[str, Any]]:
+    def records(self, global_sums: torch.Tensor) -> dict[str, StreamRow]:
         """The ``streams`` field of the metrics row, from :meth:`local_sums` summed over ranks.
 
         Returns:
@@ -88,7 +90,7 @@ class StreamAccounting:
         """
         values = global_sums.tolist()
         n = self.num_streams
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, StreamRow] = {}
         for s, name in enumerate(self.names):
             loss = values[s] / values[n + s] if values[n + s] > 0 else None
             out[name] = {

@@ -38,8 +38,10 @@ would be lost. The W&B writer therefore logs each step's values as one row with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow
 
 __all__ = [
     "PREFIX",
@@ -56,7 +58,7 @@ Event = tuple[str, float, int]
 """A DeepSpeed monitor event: ``(tag, value, optimizer step)``."""
 
 
-def step_events(record: Mapping[str, Any]) -> list[Event]:
+def step_events(record: MetricsRow) -> list[Event]:
     """The events of one ``metrics.jsonl`` row (what :meth:`Step.finish` returns).
 
     Args:
@@ -70,21 +72,21 @@ def step_events(record: Mapping[str, Any]) -> list[Event]:
     """
     step = int(record["step"])
     events: list[Event] = []
-    if record.get("loss") is not None:
-        events.append((f"{PREFIX}/loss", float(record["loss"]), step))
+    if (loss := record.get("loss")) is not None:
+        events.append((f"{PREFIX}/loss", float(loss), step))
     events += [
         (f"{PREFIX}/lr", float(record["lr"]), step),
         (f"{PREFIX}/tokens", float(record["tokens"]), step),
         (f"{PREFIX}/phase", float(record["phase"]), step),
     ]
     for name, stream in record.get("streams", {}).items():
-        if stream.get("loss") is not None:
-            events.append((f"{PREFIX}/streams/{name}/loss", float(stream["loss"]), step))
+        if (stream_loss := stream.get("loss")) is not None:
+            events.append((f"{PREFIX}/streams/{name}/loss", float(stream_loss), step))
         events.append((f"{PREFIX}/streams/{name}/tokens", float(stream["tokens"]), step))
     return events
 
 
-def bucket_events(record: Mapping[str, Any]) -> list[Event]:
+def bucket_events(record: HistoryRow) -> list[Event]:
     """The events of one ``curriculum_history.jsonl`` row (a re-weighting recompute).
 
     Args:
@@ -97,7 +99,7 @@ def bucket_events(record: Mapping[str, Any]) -> list[Event]:
     return [(f"{PREFIX}/bucket_probs/{i}", float(p), step) for i, p in enumerate(record["weights"])]
 
 
-def eval_events(row: Mapping[str, Any]) -> list[Event]:
+def eval_events(row: EvalRow) -> list[Event]:
     """The events of one ``eval.jsonl`` row.
 
     Args:
@@ -110,11 +112,11 @@ def eval_events(row: Mapping[str, Any]) -> list[Event]:
     """
     step = int(row["step"])
     events: list[Event] = []
-    if row.get("loss") is not None:
-        events.append((f"{PREFIX}/eval/loss", float(row["loss"]), step))
+    if (loss := row.get("loss")) is not None:
+        events.append((f"{PREFIX}/eval/loss", float(loss), step))
     for name, stream in row.get("streams", {}).items():
-        if stream.get("loss") is not None:
-            events.append((f"{PREFIX}/eval/{name}/loss", float(stream["loss"]), step))
+        if (stream_loss := stream.get("loss")) is not None:
+            events.append((f"{PREFIX}/eval/{name}/loss", float(stream_loss), step))
     return events
 
 
@@ -147,15 +149,15 @@ class CurriculumMonitor:
             return None
         return cls(monitor)
 
-    def write_step(self, record: Mapping[str, Any]) -> None:
+    def write_step(self, record: MetricsRow) -> None:
         """Write a metrics row (:func:`step_events`)."""
         self.write(step_events(record))
 
-    def write_buckets(self, record: Mapping[str, Any]) -> None:
+    def write_buckets(self, record: HistoryRow) -> None:
         """Write a re-weighting recompute (:func:`bucket_events`)."""
         self.write(bucket_events(record))
 
-    def write_eval(self, row: Mapping[str, Any]) -> None:
+    def write_eval(self, row: EvalRow) -> None:
         """Write an ``eval.jsonl`` row (:func:`eval_events`)."""
         self.write(eval_events(row))
 

@@ -4,7 +4,7 @@ The reference loop (:mod:`curriculum_ds.train`) prints these when stderr is not 
 with ``--no-progress``), instead of a progress bar; a loop of your own gets the same lines from
 the same functions::
 
-    from curriculum_ds.progress import StepLogger, banner
+    from curriculum_ds.records.progress import StepLogger, banner
 
     print(banner(engine, curriculum), flush=True)          # once, on global rank 0
     logger = StepLogger(interval_steps=0, schedule=curriculum.schedule)  # 0: every ~10 s
@@ -22,12 +22,13 @@ such as a phase name or a checkpoint path is shortened in the middle, never the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from curriculum_ds.plugin import Curriculum
+    from curriculum_ds.records.schema import MetricsRow
     from curriculum_ds.schedule import PhaseSchedule
 
 __all__ = [
@@ -79,7 +80,7 @@ def _shorten(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - tail :]
 
 
-def format_log_line(record: Mapping[str, Any], *, schedule: PhaseSchedule | None = None) -> str:
+def format_log_line(record: MetricsRow, *, schedule: PhaseSchedule | None = None) -> str:
     """One log line for a step's record (what :meth:`curriculum_ds.Step.finish` returns).
 
     Shape: ``curriculum_ds: step 120 | phase 1 mix | 1.23M tok (41% of 3M tok) | loss 3.412 |
@@ -168,7 +169,7 @@ class StepLogger:
             return True
         return False
 
-    def line(self, record: Mapping[str, Any]) -> str | None:
+    def line(self, record: MetricsRow) -> str | None:
         """The log line of ``record`` when its step is due (:meth:`due`), else None."""
         if not self.due(int(record["step"])):
             return None

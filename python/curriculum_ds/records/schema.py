@@ -1,0 +1,248 @@
+"""The rows a run writes, one typed shape each, and the one function that builds a step's row.
+
+Each row is a :class:`~typing.TypedDict`: at run time a plain ``dict`` (what ``json.dumps``
+writes and what :func:`~curriculum_ds.records.jsonl.read_jsonl` reads back), to the type checker
+a named set of keys. Every writer and reader reads these shapes: the JSONL files
+(:mod:`~curriculum_ds.records.jsonl`), DeepSpeed's monitors (:mod:`~curriculum_ds.records.
+monitors`), the log lines (:mod:`~curriculum_ds.records.progress`) and ``curriculum-ds report``.
+
+=============================== ================== ============================================
+file                            row                written by
+=============================== ================== ============================================
+``metrics.jsonl``               :class:`MetricsRow` ``Step.finish`` (built by :func:`metrics_row`)
+``eval.jsonl``                  :class:`EvalRow`    ``Curriculum.evaluate``
+``curriculum_history.jsonl``    :class:`HistoryRow` ``Step.finish`` of a re-weighting recompute
+``sample_trace.jsonl``          :class:`TraceRow`   ``Step.trace_record``
+=============================== ================== ============================================
+
+Every float that is NaN or infinite is written as ``null`` (rows are strict JSON). Pure Python:
+no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict, cast
+
+__all__ = [
+    "EvalRow",
+    "EvalStreamRow",
+    "HistoryRow",
+    "MetricsRow",
+    "StreamRow",
+    "TraceRow",
+    "history_row",
+    "metrics_row",
+]
+
+
+class StreamRow(TypedDict):
+    """One stream of a phase in one optimizer step (``metrics.jsonl``'s ``streams``)."""
+
+    samples: int
+    """The step's samples from the stream (global batch, all ranks)."""
+    tokens: int
+    """Their non-padding input tokens (global); the streams' tokens sum to ``step_tokens``."""
+    loss: float | None
+    """Token-mean loss (nats) over the stream's loss-bearing tokens on all ranks; None when it
+    has none in the step, or when NaN/inf."""
+
+
+class MetricsRow(TypedDict):
+    """One optimizer step: a line of ``metrics.jsonl``, what ``Step.finish`` returns."""
+
+    step: int
+    """Optimizer steps finished, this one included (1-based, global)."""
+    phase: int
+    """Index of the phase the step's samples came from."""
+    phase_name: str
+    """That phase's ``name``."""
+    tokens: int
+    """Non-padding input tokens consumed so far, cumulative and global."""
+    samples: int
+    """Samples consumed so far, cumulative and global."""
+    progress: str
+    """Cumulative progress, exact, in the schedule's unit (``"1200"`` tokens, ``"3/2"`` passes)."""
+    loss: float | None
+    """What the optimizer saw (nats): the token-mean loss (the mean of micro-batch means in
+    ``sample`` weighting) plus ``aux_loss``; None when the step was skipped."""
+    token_loss: float | None
+    """The token-mean loss alone (nats); None when NaN/inf."""
+    aux_loss: float | None
+    """Mean of the ``aux_loss`` terms over every micro-batch of the step on every rank (one
+    without counting 0); None when no micro-batch had one, or NaN/inf."""
+    valid_tokens: int
+    """The step's loss-bearing tokens, global: the normaliser of the token-weighted loss."""
+    step_tokens: int
+    """The step's non-padding input tokens, global (what ``tok`` durations count)."""
+    skipped: bool
+    """The model was not updated (``skip_reason`` says why)."""
+    skip_reason: str | None
+    """``"no_loss_tokens"``, ``"nonfinite_loss"``, ``"nonfinite_grad_norm"`` or None."""
+    step_applied: bool
+    """DeepSpeed applied the update (False also for a fp16 overflow step)."""
+    lr: float
+    """The learning rate of the step's update."""
+    tokens_per_s: float
+    """``step_tokens`` over the step's wall time (seconds), evaluations left out; 0.1 rounded."""
+    phase_epochs: float
+    """Passes over the phase's datamix so far (6 decimals)."""
+    streams: dict[str, StreamRow]
+    """Every stream of the phase, in stream order."""
+
+
+class EvalStreamRow(TypedDict):
+    """One eval stream of an evaluation (``eval.jsonl``'s ``streams``)."""
+
+    loss: float | None
+    """Token-mean loss (nats) over the stream's eval tokens on all ranks; None without any."""
+    tokens: int
+    """The stream's loss-bearing eval tokens, all ranks."""
+
+
+class EvalRow(TypedDict):
+    """One held-out evaluation: a line of ``eval.jsonl``, what ``Curriculum.evaluate`` returns."""
+
+    step: int
+    """Optimizer steps done when it ran."""
+    tokens: int
+    """Cumulative global non-padding train tokens then."""
+    phase: int
+    """The phase of the step just finished."""
+    phase_name: str
+    """That phase's name."""
+    loss: float | None
+    """Token-mean loss over every eval token of every stream and rank (nats)."""
+    eval_tokens: int
+    """Those loss-bearing tokens."""
+    streams: dict[str, EvalStreamRow]
+    """Every eval stream, in config order."""
+    eval_time_s: float
+    """Wall seconds the evaluation took."""
+
+
+class HistoryRow(TypedDict):
+    """One re-weighting recompute: a line of ``curriculum_history.jsonl`` (``step.reweighting``).
+
+    The keys after ``phase_name`` are the recompute's record
+    (:class:`~curriculum_ds.dynamic.BucketUpdate`).
+    """
+
+    step: int
+    """The optimizer step that recomputed (global)."""
+    phase: int
+    """Its phase index."""
+    phase_name: str
+    """Its phase name."""
+    window_size: int
+    """Samples in the rolling window."""
+    num_non_finite: int
+    """Of those, the ones whose loss was NaN/inf (left out of the bucketing)."""
+    temperature: float
+    """``dynamic.temperature``."""
+    floor: float
+    """``dynamic.floor``."""
+    weights: list[float]
+    """The bucket probabilities, summing to 1."""
+    scores: list[float] | None
+    """Each bucket's mean loss (nats); None when the window was empty."""
+    edges: NotRequired[list[float]]
+    """The bucket edges (percentile ranks of the window's losses)."""
+    bucket_counts: NotRequired[list[int]]
+    """Window samples per bucket."""
+    kept_previous: NotRequired[bool]
+    """True when an empty window kept the previous weights."""
+
+
+class TraceRow(TypedDict):
+    """One optimizer step's samples: a line of ``sample_trace.jsonl``."""
+
+    step: int
+    """The optimizer step (global)."""
+    phase: int
+    """Its phase index."""
+    samples: list[list[Any]]
+    """The global batch in order, as ``[stream_name, sample_index]`` pairs."""
+
+
+def metrics_row(
+    *,
+    step: int,
+    phase: int,
+    phase_name: str,
+    tokens: int,
+    samples: int,
+    progress: str,
+    loss: float | None,
+    token_loss: float | None,
+    aux_loss: float | None,
+    valid_tokens: int,
+    step_tokens: int,
+    skip_reason: str | None,
+    step_applied: bool,
+    lr: float,
+    elapsed_s: float,
+    phase_epochs: float,
+    streams: dict[str, StreamRow],
+) -> MetricsRow:
+    """The ``metrics.jsonl`` row of one optimizer step (the fields of :class:`MetricsRow`).
+
+    Every argument but ``elapsed_s`` and ``phase_epochs`` is copied into the row as it is
+    (the losses are finite or None already).
+
+    Args:
+        step: optimizer steps finished, this one included.
+        phase: the phase index of the step's samples.
+        phase_name: its name.
+        tokens: cumulative non-padding input tokens, global.
+        samples: cumulative samples, global.
+        progress: cumulative progress, exact text in the schedule's unit.
+        loss: what the optimizer saw (nats), None when skipped.
+        token_loss: the token-mean loss (nats) or None.
+        aux_loss: the mean auxiliary term or None.
+        valid_tokens: the step's loss-bearing tokens, global.
+        step_tokens: the step's non-padding input tokens, global.
+        skip_reason: why the model was not updated, or None.
+        step_applied: whether DeepSpeed applied the update.
+        lr: the learning rate of the update.
+        streams: the per-stream rows, in stream order.
+        elapsed_s: the step's wall time in seconds (>= 0; evaluations left out), for
+            ``tokens_per_s`` (a time under 1 ns counts as 1 ns).
+        phase_epochs: passes over the phase's datamix so far (rounded to 6 decimals).
+
+    Returns:
+        The row, in the key order of :class:`MetricsRow`; ``skipped`` is ``skip_reason is not
+        None``. Deterministic; pure.
+    """
+    return {
+        "step": step,
+        "phase": phase,
+        "phase_name": phase_name,
+        "tokens": tokens,
+        "samples": samples,
+        "progress": progress,
+        "loss": loss,
+        "token_loss": token_loss,
+        "aux_loss": aux_loss,
+        "valid_tokens": valid_tokens,
+        "step_tokens": step_tokens,
+        "skipped": skip_reason is not None,
+        "skip_reason": skip_reason,
+        "step_applied": step_applied,
+        "lr": lr,
+        "tokens_per_s": round(step_tokens / max(elapsed_s, 1e-9), 1),
+        "phase_epochs": round(phase_epochs, 6),
+        "streams": streams,
+    }
+
+
+def history_row(*, step: int, phase: int, phase_name: str, record: dict[str, Any]) -> HistoryRow:
+    """The ``curriculum_history.jsonl`` row of a recompute: its step and phase, then ``record``.
+
+    Args:
+        step: the optimizer step that recomputed.
+        phase: its phase index.
+        phase_name: its phase name.
+        record: the recompute's fields (:attr:`BucketUpdate.record
+            <curriculum_ds.dynamic.BucketUpdate.record>`).
+    """
+    return cast("HistoryRow", {"step": step, "phase": phase, "phase_name": phase_name, **record})
