@@ -66,7 +66,7 @@ test-python: setup
 test: lint test-rust test-python
 
 bench: setup
-	$(PY) bench/bench_kernels.py --sizes 1e6,1e7
+	$(VENV)/bin/curriculum-ds bench --sizes 1e6,1e7
 
 clean:
 	rm -rf $(VENV) target

@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
+from curriculum_ds.commands.demo import build_demo_data, demo_ds_config
+from curriculum_ds.commands.launch import build_command, launcher_env
 from curriculum_ds.config import CurriculumConfig
 from curriculum_ds.data import read_stream_info
-from curriculum_ds.demo import build_demo_data, demo_ds_config
 from curriculum_ds.dynamic import DynamicReweighter
-from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.records.jsonl import read_jsonl
 

@@ -5,8 +5,9 @@ Issue 12: in the demo's docstrings stream (79 tokens per document on average, fi
 fills every row. This measures what that is worth in training throughput, on the demo's own data
 and model, in one process:
 
-* data: the demo's docstrings corpus (``curriculum_ds.corpus.build_stdlib_corpus``, no download)
-  prepared twice with the byte tokenizer: unpacked (``max_seq_len`` 256, as the demo did before
+* data: the demo's docstrings corpus (``curriculum_ds.commands.corpus.build_stdlib_corpus``, no
+  download) prepared twice with the byte tokenizer: unpacked (``max_seq_len`` 256, as the demo did
+  before
   packing, truncated to 128 by the phase) and ``--pack`` at 128 (the demo now);
 * model and step: the demo's default model (``curriculum_ds.train.build_model``: GPT-2, 2 layers,
   width 128, 256 positions, byte vocabulary), forward + backward + AdamW on micro-batches of 8
@@ -34,7 +35,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from curriculum_ds.corpus import build_stdlib_corpus
+from curriculum_ds.commands.corpus import build_stdlib_corpus
 from curriculum_ds.data import close_stream, open_stream, prepare
 from curriculum_ds.loader import collate
 

@@ -116,7 +116,7 @@ def second_stream(data: Path) -> Path:
 
 def ds_config(data: Path, *, dynamic: bool) -> dict[str, Any]:
     """The demo's ds_config with one phase over ``data`` at ``MAX_SEQ_LEN``."""
-    from curriculum_ds.demo import demo_ds_config
+    from curriculum_ds.commands.demo import demo_ds_config
 
     config = demo_ds_config(data.parent, max_duration=10**12, cuda=False)
     curriculum = config["curriculum"]
@@ -511,8 +511,8 @@ def parse_args() -> argparse.Namespace:
 
 def launch_ranks(args: argparse.Namespace, data: Path, command: str) -> int:
     """Run this script on ``--num-gpus`` CPU ranks under the deepspeed launcher."""
+    from curriculum_ds.commands.launch import launcher_env
     from curriculum_ds.distributed import free_port, venv_bin_dir
-    from curriculum_ds.launch import launcher_env
 
     forwarded = [a for a in sys.argv[1:] if not a.startswith("--num-gpus")]
     if "--num-gpus" in sys.argv:  # "--num-gpus N" as two words

@@ -8,7 +8,7 @@
 #   token_loss  tests/integration/test_token_loss_through_the_engine.py, bf16 and fp16 (DeepSpeed's
 #               dynamic loss scaler) on CUDA ranks (needs 2 GPUs: the test uses 2 ranks)
 #   dynamic     bench/bench_dynamic_overhead.py (dynamic re-weighting's share of the step time)
-#   kernels     bench/bench_kernels.py (Rust kernels vs numpy/torch)
+#   kernels     curriculum-ds bench (Rust kernels vs numpy/torch)
 # then a summary: one line per step (PASS / FAIL / SKIP with the reason, seconds, key figure).
 #
 # Without CUDA, or with --dry-run, it is a CPU dry run: every step that can run on CPU runs at its
@@ -87,7 +87,7 @@ if [[ "$DRY" -eq 1 ]]; then
     "$PYTHON" "$REPO/bench/bench_dynamic_overhead.py" --out "$OUT/demo" --skip-runs \
     --machinery-steps 10
   run_step kernels 120 "RollingWindow edges.*numpy" \
-    "$PYTHON" "$REPO/bench/bench_kernels.py" --sizes 1e4 --repeats 1 --no-extras
+    "$PYTHON" -m curriculum_ds.cli bench --sizes 1e4 --repeats 1 --no-extras
 else
   run_step demo 120 "finished at step" \
     "$PYTHON" -m curriculum_ds.cli demo --out "$OUT/demo" --num-gpus "$RANKS"
@@ -103,7 +103,7 @@ else
     "$PYTHON" "$REPO/bench/bench_dynamic_overhead.py" --out "$OUT/demo" --num-gpus "$RANKS" \
     --max-duration 60000 --machinery-steps 200
   run_step kernels 60 "\\[(met|MISSED)" \
-    "$PYTHON" "$REPO/bench/bench_kernels.py" --sizes 1e6,1e7 --repeats 3
+    "$PYTHON" -m curriculum_ds.cli bench --sizes 1e6,1e7 --repeats 3
 fi
 
 echo

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from curriculum_ds.commands.launch import build_command, launcher_env
 from curriculum_ds.data import prepare
-from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.records.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]

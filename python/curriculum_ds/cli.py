@@ -172,8 +172,8 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     file matches its index (size, recorded hashes, header), a probe of samples decodes, and the
     token ids fit the vocabulary the run will use. Every problem is one line; nothing is written.
     """
+    from curriculum_ds.commands.schedule_table import describe_schedule
     from curriculum_ds.config import load_config
-    from curriculum_ds.schedule_table import describe_schedule
 
     run = load_config(ds_config, check_data=True, model=model, strict=True)
     verdict = None
@@ -218,8 +218,8 @@ def launch(
     First the checks of `validate --model` (the trainer's --model), so a bad config, model or
     data is refused in one line per problem before any rank starts.
     """
+    from curriculum_ds.commands.launch import build_command, default_num_gpus, has_cuda, run_command
     from curriculum_ds.config import load_config
-    from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
 
     # refuse a bad config or data before starting any rank: the checks of `validate --model`
     model = _train_option(train_args, "--model")
@@ -255,7 +255,7 @@ def launch(
 )
 def demo(out: Path, num_gpus: int | None, max_duration: str | None) -> None:
     """Real text from Python's stdlib → two datamixes → a 2-phase dynamic curriculum run."""
-    from curriculum_ds.demo import run_demo
+    from curriculum_ds.commands.demo import run_demo
 
     sys.exit(run_demo(out, num_gpus=num_gpus, max_duration=max_duration))
 
@@ -270,7 +270,7 @@ def demo(out: Path, num_gpus: int | None, max_duration: str | None) -> None:
 )
 def curve(run_dir: Path, png: Path | None) -> None:
     """Print each bucket's weight over steps and plot it with phase boundaries."""
-    from curriculum_ds.curve import load_curve, render_png, render_table
+    from curriculum_ds.commands.curve import load_curve, render_png, render_table
 
     c = load_curve(run_dir)
     click.echo(render_table(c))
@@ -291,7 +291,7 @@ def report(run_dir: Path, png: Path | None) -> None:
     One PNG with phases shaded: train and eval loss per stream, realised token share per stream,
     lr, and the bucket probabilities of dynamic re-weighting.
     """
-    from curriculum_ds.report import load_report, render_report, summary
+    from curriculum_ds.commands.report import load_report, render_report, summary
 
     r = load_report(run_dir)
     click.echo(summary(r))
@@ -322,7 +322,7 @@ def export(checkpoint: Path, out: Path, model: Path | None, ds_config: Path | No
     --deepspeed-config OUT loads with AutoModelForCausalLM.from_pretrained; with neither it holds
     a plain state_dict for model.load_state_dict.
     """
-    from curriculum_ds.export import export_checkpoint
+    from curriculum_ds.commands.export import export_checkpoint
 
     done = export_checkpoint(checkpoint, out, model=model, ds_config=ds_config)
     what = "a HF model folder" if done.format == "hf" else "a plain state_dict"
@@ -337,9 +337,14 @@ def export(checkpoint: Path, out: Path, model: Path | None, ds_config: Path | No
 )
 @click.option("--repeats", default=5, show_default=True, help="timed repetitions per row")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table")
-def bench(sizes: str, repeats: int, as_json: bool) -> None:
+@click.option(
+    "--no-extras",
+    is_flag=True,
+    help="skip the fixed-size cases (BucketSampler at 1e7, 2^24 + 1): a quick smoke run",
+)
+def bench(sizes: str, repeats: int, as_json: bool, no_extras: bool) -> None:
     """Microbenchmarks: our kernels vs numpy and torch on the same data, in one run."""
-    from curriculum_ds.bench import run
+    from curriculum_ds.commands.kernel_bench import run
 
     try:
         parsed = [int(float(s)) for s in sizes.split(",") if s.strip()]
@@ -347,7 +352,7 @@ def bench(sizes: str, repeats: int, as_json: bool) -> None:
         raise click.BadParameter(
             f"expected numbers like 1e6,1e7, got {sizes!r}", param_hint="--sizes"
         ) from None
-    run(parsed, as_json, repeats=repeats)  # prints the table (or JSON) itself
+    run(parsed, as_json, repeats=repeats, extras=not no_extras)  # prints the table (or JSON) itself
 
 
 if __name__ == "__main__":

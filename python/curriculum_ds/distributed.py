@@ -218,7 +218,7 @@ def set_deepspeed_env(env: MutableMapping[str, str], *, cuda: bool) -> None:
 
     Args:
         env: ``os.environ`` (a rank, before DeepSpeed is imported) or the environment of the
-            launcher about to be started (:func:`curriculum_ds.launch.launcher_env`).
+            launcher about to be started (:func:`curriculum_ds.commands.launch.launcher_env`).
         cuda: Whether a CUDA device is available.
     """
     put_venv_bin_on_path(env)

@@ -22,7 +22,7 @@ modern pre-training recipes).
 once its own tokens (``Step.step_tokens``) or passes are counted, known when the step is drawn.
 So the first step of a warmup from 0 has lr ``peak × step_tokens / W`` (never 0), and the step
 that reaches ``max_duration`` has the floor exactly. The step's lr lies between the schedule's
-values at its start and end progress, as DESIGN.md asks.
+values at its start and end progress, as the lr schedule's contract asks (docs/config.md).
 
 The peak is each optimizer param group's own initial ``lr`` (``optimizer.params.lr`` of the
 ds_config, or a client optimizer's per-group lrs): each group's lr is ``its peak × factor``, so

@@ -4,13 +4,13 @@ Progress is cumulative over the whole run, in ``max_duration``'s unit: an ``int`
 for ``tok`` (non-padding input tokens of the global batch, all dp ranks and micro-batches), an
 exact :class:`~fractions.Fraction` of passes for ``ep``. Phase ``k`` covers
 ``[starts[k], ends[k])``; a step that crosses a boundary carries its overshoot into the next phase,
-so phase ``k`` ends at the first step whose cumulative progress reaches ``ends[k]`` (DESIGN.md,
-"Phase boundaries are cumulative and exact"). The training loop therefore only ever asks
+so phase ``k`` ends at the first step whose cumulative progress reaches ``ends[k]``
+(docs/config.md). The training loop therefore only ever asks
 ``phase_at(progress)`` after each optimizer step.
 
 The checkpoint state is :class:`curriculum_ds.checkpoint.state.CurriculumState`; the rules for
 resuming it under an edited schedule are :mod:`curriculum_ds.checkpoint.rules`; the table
-``validate`` prints is :mod:`curriculum_ds.schedule_table`.
+``validate`` prints is :mod:`curriculum_ds.commands.schedule_table`.
 """
 
 from __future__ import annotations

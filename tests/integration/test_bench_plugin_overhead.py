@@ -12,7 +12,7 @@ import sys
 
 from helpers import REPO
 
-from curriculum_ds.launch import launcher_env
+from curriculum_ds.commands.launch import launcher_env
 
 BENCH = REPO / "bench" / "bench_plugin_overhead.py"
 RATIO = r"\d+\.\d{3}"

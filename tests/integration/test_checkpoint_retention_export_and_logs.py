@@ -25,7 +25,7 @@ from helpers import make_dataset, metrics, ragged_docs, run_launched, write_ds_c
 
 from curriculum_ds.checkpoint.retention import TRASH_PREFIX, checkpoint_tags
 from curriculum_ds.cli import main as cli_main
-from curriculum_ds.launch import build_command
+from curriculum_ds.commands.launch import build_command
 
 pytestmark = pytest.mark.distributed
 

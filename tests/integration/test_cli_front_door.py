@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from helpers import REPO, make_dataset, ragged_docs, write_ds_config
 
 from curriculum_ds.cli import main
-from curriculum_ds.launch import launcher_env
+from curriculum_ds.commands.launch import launcher_env
 
 CLI = str(Path(sys.executable).parent / "curriculum-ds")
 

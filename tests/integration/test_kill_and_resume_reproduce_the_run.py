@@ -42,7 +42,7 @@ from helpers import (
 
 from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.cli import main as cli_main
-from curriculum_ds.launch import launcher_env
+from curriculum_ds.commands.launch import launcher_env
 
 pytestmark = pytest.mark.distributed
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import launch, make_dataset, metrics, ragged_docs, write_ds_config
 
-from curriculum_ds.launch import build_command
+from curriculum_ds.commands.launch import build_command
 from curriculum_ds.train import parse_args
 
 pytestmark = pytest.mark.distributed
@@ -108,8 +108,8 @@ def test_torchrun_gives_the_same_steps_as_the_deepspeed_launcher(two_phase_run, 
     import subprocess
     import sys
 
+    from curriculum_ds.commands.launch import launcher_env
     from curriculum_ds.distributed import free_port
-    from curriculum_ds.launch import launcher_env
 
     run_dir, _ = two_phase_run
     torchrun = str(Path(sys.executable).parent / "torchrun")

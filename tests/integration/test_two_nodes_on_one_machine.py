@@ -32,8 +32,8 @@ from helpers import (
     write_ds_config,
 )
 
+from curriculum_ds.commands.launch import free_port
 from curriculum_ds.distributed import RUN_DIR_LOCK_NAME
-from curriculum_ds.launch import free_port
 
 pytestmark = pytest.mark.distributed
 

@@ -29,8 +29,8 @@ import pytest
 import torch
 from helpers import REPO, launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
 
+from curriculum_ds.commands.launch import build_command, launcher_env
 from curriculum_ds.config import load_config
-from curriculum_ds.launch import build_command, launcher_env
 from curriculum_ds.train import build_model
 
 SEED = 5

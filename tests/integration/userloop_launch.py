@@ -1,8 +1,9 @@
 """Run a user's own training script the way a user would: under the deepspeed launcher or alone.
 
 ``launch_script`` is ``tests/helpers.launch`` for a script path instead of ``--module
-curriculum_ds.train``: the same command (``curriculum_ds.launch.build_command``, a free master
-port) run by the same ``helpers.run_launched`` (``launcher_env(cuda=False)``: CPU accelerator,
+curriculum_ds.train``: the same command (``curriculum_ds.commands.launch.build_command``, a free
+master port) run by the same ``helpers.run_launched`` (``launcher_env(cuda=False)``: CPU
+accelerator,
 gloo, one OpenMP thread per rank), so that ``deepspeed --num_gpus 2 my_loop.py
 --deepspeed_config ds.json ...`` runs on 2 CPU ranks. ``run_script`` runs one plain ``python
 my_loop.py ...`` process (a world of one).
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from helpers import run_launched
 
-from curriculum_ds.launch import build_command
+from curriculum_ds.commands.launch import build_command
 
 
 def script_command(script: Path, ds_config: Path, *args: str, num_gpus: int = 2) -> list[str]:

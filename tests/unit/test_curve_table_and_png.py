@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from curriculum_ds.cli import main
-from curriculum_ds.curve import PHASE_START_NOTE, load_curve, render_png, render_table
+from curriculum_ds.commands.curve import PHASE_START_NOTE, load_curve, render_png, render_table
 from curriculum_ds.errors import DataError
 from curriculum_ds.records.jsonl import JsonlWriter, read_jsonl, truncate_jsonl
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from curriculum_ds import bench
+from curriculum_ds.commands import kernel_bench as bench
 
 
 def test_bench_smoke_json(capsys: pytest.CaptureFixture[str]) -> None:

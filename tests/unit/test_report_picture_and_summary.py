@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from helpers import one_error_line
 
 from curriculum_ds.cli import main
+from curriculum_ds.commands.report import FINAL_STEPS, load_report, render_report, summary
 from curriculum_ds.errors import DataError
-from curriculum_ds.report import FINAL_STEPS, load_report, render_report, summary
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from curriculum_ds.commands.schedule_table import describe_schedule
 from curriculum_ds.config import CurriculumConfig, load_config, parse_curriculum
 from curriculum_ds.errors import ConfigError, ResumeError
 from curriculum_ds.schedule import (
@@ -21,7 +22,6 @@ from curriculum_ds.schedule import (
     progress_from_str,
     progress_to_str,
 )
-from curriculum_ds.schedule_table import describe_schedule
 
 
 def make_cfg(durations: list[str], max_duration: str | None = None) -> CurriculumConfig:

@@ -1,6 +1,6 @@
 """The resume rules: what may change between a checkpoint and the config it resumes under.
 
-DESIGN.md "Resumption": the seed and the unit never change; every phase completed at the
+Rules (docs/resume-and-faults.md): the seed and the unit never change; every phase completed at the
 checkpoint is frozen (name, duration, every ``train_loader`` field); the phase in progress keeps its
 name and data and may only grow; later phases may change or be appended. A checkpoint exactly on a
 boundary continues at the start of the next phase. :func:`check_resume` applies the rules, each a

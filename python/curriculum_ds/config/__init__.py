@@ -1,7 +1,7 @@
 """The ``curriculum`` section of a ds_config: typed models, loading and validation.
 
 The user's ds_config is one JSON file: the usual DeepSpeed keys plus a ``curriculum`` object
-(see DESIGN.md). :func:`load_config` splits it into the DeepSpeed part (passed untouched to
+(see docs/config.md). :func:`load_config` splits it into the DeepSpeed part (passed untouched to
 ``deepspeed.initialize``) and a validated, frozen :class:`CurriculumConfig`.
 
 Every validation failure is raised as a :class:`~curriculum_ds.errors.ConfigError` whose message is

@@ -1,7 +1,7 @@
 """A whole ds_config: :class:`RunConfig`, :func:`load_config` and :func:`parse_curriculum`.
 
 The user's ds_config is one JSON file: the usual DeepSpeed keys plus a ``curriculum`` object
-(see DESIGN.md). :func:`load_config` splits it into the DeepSpeed part (passed untouched to
+(see docs/config.md). :func:`load_config` splits it into the DeepSpeed part (passed untouched to
 ``deepspeed.initialize``) and a validated, frozen :class:`CurriculumConfig`, and checks the batch
 sizes; with ``check_data`` it also runs the data checks of :mod:`curriculum_ds.preflight`.
 Every failure is a :class:`~curriculum_ds.errors.ConfigError` of one line.

@@ -2,7 +2,7 @@
 
 ``initialize`` builds the engine and the curriculum; ``attach`` adds a curriculum to an engine
 built elsewhere; iterating the :class:`Curriculum` yields :class:`Step` objects whose
-micro-batches go ``backward`` and which ``finish`` (DESIGN.md, "Library use").
+micro-batches go ``backward`` and which ``finish`` (``docs/own-loop.md``).
 
 Modules, one concern each: ``engine`` (``initialize``, ``attach``, ``deepspeed_config``),
 ``engine_like`` (the ``EngineLike`` surface of a DeepSpeed engine the plugin uses, and the
@@ -12,8 +12,8 @@ coordinator of the others), ``step`` (``Step``: micro-batches, token-weighted ba
 statistics and its one all-reduce), ``accounting`` (per-stream samples, tokens and losses),
 ``completion`` (what a finished step hands back and what the run makes of it: counters, skip
 counts, re-weighting, the rows), ``evaluation`` (held-out evaluation), ``nonfinite`` (steps that
-update nothing), ``preemption`` (SIGTERM), ``checkpoints`` and ``universal`` (DeepSpeed save/load
-and the universal conversion).
+update nothing), ``preemption`` (SIGTERM), ``checkpointing`` (the curriculum's ``state_dict`` and
+checkpoint calls; files, tags, rules and formats are :mod:`curriculum_ds.checkpoint`).
 """
 
 from curriculum_ds.loader import MicroBatch

@@ -11,8 +11,8 @@ Around the loop, from public modules a user loop can call the same way: the star
 log line every ``--log-interval`` steps when stderr is not a terminal or with ``--no-progress``
 (:mod:`curriculum_ds.records.progress`; a tqdm bar on a terminal), ``--keep-last N`` checkpoint tags
 (:func:`curriculum_ds.checkpoint.retention.prune_checkpoints`, rank 0, after ``save_checkpoint``
-returned) and ``--export-final DIR`` (:func:`curriculum_ds.export.export_checkpoint`, rank 0,
-after the last save). SIGTERM (preemption) ends the loop after the step in progress, with a
+returned) and ``--export-final DIR`` (:func:`curriculum_ds.commands.export.export_checkpoint`, rank
+0, after the last save). SIGTERM (preemption) ends the loop after the step in progress, with a
 checkpoint of it (``curriculum.stop_requested``), exit code 0.
 
 The module is a package: ``args`` (the command line), ``entry`` (:func:`main`: the checks before

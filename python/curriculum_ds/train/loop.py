@@ -150,7 +150,7 @@ def _evaluate(curriculum: Curriculum, log: Any, bar: Any) -> EvalRow:
 
 def _export_final(args: argparse.Namespace, run: RunConfig, ckpt_dir: Path) -> None:
     """``--export-final``: the last checkpoint's model, as ``curriculum-ds export`` writes it."""
-    from curriculum_ds.export import export_checkpoint
+    from curriculum_ds.commands.export import export_checkpoint
 
     done = export_checkpoint(ckpt_dir, args.export_final, model=args.model, ds_config=run)
     print(

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from helpers import one_error_line
 
 from curriculum_ds.cli import main as cli_main
+from curriculum_ds.commands.export import STATE_DICT_FILE, export_checkpoint
 from curriculum_ds.errors import ConfigError, ResumeError
-from curriculum_ds.export import STATE_DICT_FILE, export_checkpoint
 
 
 def _zero0_checkpoint(root: Path, module: torch.nn.Module, step: int = 7) -> Path:

@@ -27,7 +27,7 @@ _RUNNER = textwrap.dedent(
 _LAUNCHER = textwrap.dedent(
     """
     import sys
-    from curriculum_ds.launch import run_command
+    from curriculum_ds.commands.launch import run_command
     sys.exit(run_command([sys.executable, "-c", sys.argv[1], sys.argv[2]], cuda=False))
     """
 )
@@ -71,7 +71,7 @@ def test_sigkill_of_the_launch_process_stops_the_ranks(tmp_path):
 
 
 def test_run_command_returns_the_launcher_exit_code(tmp_path):
-    from curriculum_ds.launch import run_command
+    from curriculum_ds.commands.launch import run_command
 
     start = time.monotonic()
     assert run_command([sys.executable, "-c", "import sys; sys.exit(3)"], cuda=False) == 3

@@ -164,8 +164,8 @@ def test_validate_shows_the_lr_schedule_in_one_line(local: str, tmp_path: Path) 
 
 
 def test_the_demo_config_uses_it_and_no_deepspeed_scheduler(tmp_path: Path) -> None:
+    from curriculum_ds.commands.demo import demo_ds_config
     from curriculum_ds.config import parse_curriculum
-    from curriculum_ds.demo import demo_ds_config
 
     ds = demo_ds_config(tmp_path, max_duration=600_000, cuda=False)
     assert "scheduler" not in ds

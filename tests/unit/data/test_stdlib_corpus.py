@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curriculum_ds.corpus import (
+from curriculum_ds.commands.corpus import (
     EASY_MAX_BYTES,
     HARD_MIN_BYTES,
     build_stdlib_corpus,

@@ -146,7 +146,7 @@ def test_launch_refuses_before_any_rank_starts(
     edit: dict[str, Any],
     message: str,
 ) -> None:
-    from curriculum_ds import launch as launch_module
+    from curriculum_ds.commands import launch as launch_module
 
     def no_rank(*args: Any, **kwargs: Any) -> int:
         raise AssertionError("a rank was started")

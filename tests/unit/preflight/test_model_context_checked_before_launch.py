@@ -76,7 +76,7 @@ def test_every_phase_too_long_is_named(tmp_path: Path, two_streams: tuple[Path, 
 def test_launch_refuses_the_trainers_model_before_any_rank(
     tmp_path: Path, two_streams: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from curriculum_ds import launch as launch_module
+    from curriculum_ds.commands import launch as launch_module
 
     def no_rank(*args: Any, **kwargs: Any) -> int:
         raise AssertionError("a rank was started")

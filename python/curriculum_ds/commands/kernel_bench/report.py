@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from curriculum_ds.bench.cases import OURS
+from curriculum_ds.commands.kernel_bench.cases import OURS
 
 __all__ = ["check_targets", "format_table", "format_targets"]
 

@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         state ^= state << 17;
         (state >> 11) as f64 / (1u64 << 53) as f64
     };
-    // lognormal(0, 1) by Box-Muller, as in bench/bench_kernels.py
+    // lognormal(0, 1) by Box-Muller, as in curriculum-ds bench
     let mut lognormal = || {
         let radius = (-2.0 * unit().max(f64::MIN_POSITIVE).ln()).sqrt();
         (radius * (std::f64::consts::TAU * unit()).cos()).exp() as f32

@@ -1,7 +1,7 @@
 """The benchmark cases: each implementation on the same data, timed side by side.
 
-See :mod:`curriculum_ds.bench` for the method (one thread, median of ``repeats`` after a
-warm-up, ratio other / ours).
+See :mod:`curriculum_ds.commands.kernel_bench` for the method (one thread, median of ``repeats``
+after a warm-up, ratio other / ours).
 """
 
 from __future__ import annotations

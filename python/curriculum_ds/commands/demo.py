@@ -134,7 +134,7 @@ def build_demo_data(out: Path) -> Path:
     in ``out/corpus``; reused when present and prepared the same way. Also the data of
     bench/bench_dynamic_overhead.py.
     """
-    from curriculum_ds.corpus import build_stdlib_corpus
+    from curriculum_ds.commands.corpus import build_stdlib_corpus
     from curriculum_ds.data import prepare
 
     data_dir = out / "data"
@@ -162,11 +162,11 @@ def build_demo_data(out: Path) -> Path:
 
 def run_demo(out: Path, *, num_gpus: int | None = None, max_duration: str | None = None) -> int:
     """Build the corpus and datamixes (reused when present), then train; returns the exit code."""
+    from curriculum_ds.commands.curve import load_curve, render_png, render_table
+    from curriculum_ds.commands.launch import build_command, default_num_gpus, has_cuda, run_command
+    from curriculum_ds.commands.report import load_report, render_report, summary
     from curriculum_ds.config import Duration
-    from curriculum_ds.curve import load_curve, render_png, render_table
     from curriculum_ds.errors import ConfigError
-    from curriculum_ds.launch import build_command, default_num_gpus, has_cuda, run_command
-    from curriculum_ds.report import load_report, render_report, summary
 
     total = DEFAULT_MAX_DURATION
     if max_duration is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from curriculum_ds.bench.cases import (
+from curriculum_ds.commands.kernel_bench.cases import (
     LARGE_N,
     OURS,
     PENDING,
@@ -29,7 +29,7 @@ from curriculum_ds.bench.cases import (
     with_replacement,
     without_replacement,
 )
-from curriculum_ds.bench.report import check_targets, format_table, format_targets
+from curriculum_ds.commands.kernel_bench.report import check_targets, format_table, format_targets
 
 __all__ = ["OURS", "check_targets", "format_table", "format_targets", "run"]
 

@@ -1,0 +1,12 @@
+"""The commands behind the ``curriculum-ds`` CLI: back-ends a user reaches through ``cli.py``.
+
+Modules, one concern each:
+- ``launch``: builds and runs the ``deepspeed`` command, forwarding signals to the ranks.
+- ``demo``: the demo's corpus, data, config and run, end to end.
+- ``corpus``: the standard library's docstrings and sources as a corpus (no download).
+- ``schedule_table``: the phase table ``validate`` prints.
+- ``report``: ``curriculum-ds report``, one picture and a per-phase summary of a run.
+- ``curve``: ``curriculum-ds curve``, the bucket weights over steps (table and PNG).
+- ``export``: ``curriculum-ds export``, a checkpoint as a Hugging Face model folder.
+- ``kernel_bench``: ``curriculum-ds bench``, the Rust kernels against numpy and torch.
+"""
