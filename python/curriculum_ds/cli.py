@@ -171,23 +171,31 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     check: every phase's max_seq_len fits the --model's positions. The data checks: every shard
     file matches its index (size, recorded hashes, header), a probe of samples decodes, and the
     token ids fit the vocabulary the run will use. Every problem is one line; nothing is written.
+    With --resume-from: the resume rules' verdict, and the resume's own note line when the
+    global batch at --num-gpus differs from the checkpoint's.
     """
     from curriculum_ds.commands.schedule_table import describe_schedule
     from curriculum_ds.config import load_config
 
     run = load_config(ds_config, check_data=True, model=model, strict=True)
-    verdict = None
+    verdict = note = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
-        from curriculum_ds.checkpoint.files import resume_verdict
+        from curriculum_ds.checkpoint.engine_io import global_batch_note
+        from curriculum_ds.checkpoint.files import locate_checkpoint, open_tag, resume_verdict
         from curriculum_ds.errors import ResumeError
 
         if not resume_from.exists():
             raise ResumeError(f"--resume-from {resume_from}: no such folder")
 
         verdict = resume_verdict(run, resume_from)
+        # another global batch (world size, micro-batch, GAS): the resume's own note line
+        saved = open_tag(*locate_checkpoint(resume_from))
+        note = global_batch_note(saved, run.global_batch_size(num_gpus))
     click.echo(describe_schedule(run, dp_world_size=num_gpus))
     if verdict is not None:
         click.echo(verdict)
+    if note is not None:
+        click.echo(f"curriculum_ds: note: {note}")
 
 
 def _train_option(train_args: Sequence[str], name: str) -> str | None:
