@@ -43,9 +43,9 @@ Parquet, saved HF datasets), ``packing`` (rows: split or packed; padding fractio
 ``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``split``
 (``prepare_split``: a held-out folder by document, ``prepare --val-fraction``), ``index``
 (``index.json`` and the sidecar file names), ``info`` (:func:`read_stream_info`), ``verify``
-(:func:`verify_stream`), ``streams`` (:func:`open_stream`, :func:`close_stream` and the mosaicml-streaming shared-memory
-workarounds), ``remote`` (:func:`sync_stream_metadata`: a remote stream's listing, index and
-sidecar files). Every name below is re-exported here.
+(:func:`verify_stream`), ``streams`` (:func:`open_stream`, :func:`close_stream` and the
+mosaicml-streaming shared-memory workarounds), ``remote`` (:func:`sync_stream_metadata`: a
+remote stream's listing, index and sidecar files). Every name below is re-exported here.
 """
 
 from curriculum_ds.data.documents import json_limit_reason
