@@ -91,3 +91,25 @@ def test_the_api_names_the_held_out_folder_and_refuses_one_document(tmp_path: Pa
         prepare_split([one], tmp_path / "x", val_fraction=0.5)
     assert not (tmp_path / "x").exists()
     assert not (tmp_path / "x_val").exists()
+
+
+def test_an_s3_out_gets_its_held_out_prefix_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from object_store import s3_server
+
+    from curriculum_ds.data.remote import list_remote
+
+    corpus = _corpus(tmp_path / "corpus")
+    args = ["--val-fraction", "0.25", "--out"]
+    assert _prepare(corpus, *args, tmp_path / "local" / "web").exit_code == 0
+    with s3_server(monkeypatch) as server:
+        server.client().create_bucket(Bucket="out")
+        result = _prepare(corpus, *args, "s3://out/web")
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[1].endswith("from 10 documents to s3://out/web_val")
+        for name in ("web", "web_val"):
+            local = tmp_path / "local" / name
+            assert list_remote(f"s3://out/{name}") == {
+                p.name: p.stat().st_size for p in local.iterdir()
+            }
