@@ -104,12 +104,12 @@ def test_an_s3_out_gets_its_held_out_prefix_beside_it(
     args = ["--val-fraction", "0.25", "--out"]
     assert _prepare(corpus, *args, tmp_path / "local" / "web").exit_code == 0
     with s3_server(monkeypatch) as server:
-        server.client().create_bucket(Bucket="out")
-        result = _prepare(corpus, *args, "s3://out/web")
+        server.client().create_bucket(Bucket="split")  # its own: the server outlives a test
+        result = _prepare(corpus, *args, "s3://split/web")
         assert result.exit_code == 0, result.output
-        assert result.output.splitlines()[1].endswith("from 10 documents to s3://out/web_val")
+        assert result.output.splitlines()[1].endswith("from 10 documents to s3://split/web_val")
         for name in ("web", "web_val"):
             local = tmp_path / "local" / name
-            assert list_remote(f"s3://out/{name}") == {
+            assert list_remote(f"s3://split/{name}") == {
                 p.name: p.stat().st_size for p in local.iterdir()
             }
