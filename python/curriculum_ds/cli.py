@@ -78,6 +78,20 @@ def main() -> None:
     help="the field holding the text in JSONL lines and JSON objects, the text column of "
     "Parquet files and saved datasets",
 )
+@click.option(
+    "--val-fraction",
+    type=float,
+    default=None,
+    help="hold out this share of the documents, in (0, 1), in a second MDS folder OUT_val beside "
+    "--out (split by document)",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="draws which documents --val-fraction holds out",
+)
 def prepare(
     inputs: tuple[Path, ...],
     out: str,
@@ -86,6 +100,8 @@ def prepare(
     pack: bool,
     format_: str | None,
     text_field: str,
+    val_fraction: float | None,
+    seed: int,
 ) -> None:
     """Tokenize text, JSONL, JSON or Parquet files, saved datasets, or folders, into MDS shards.
 
@@ -99,7 +115,8 @@ def prepare(
     A named file with another suffix (.csv, .py, ...) is refused before anything is
     written; --format reads it anyway. Inside a folder (walked recursively, hidden entries
     skipped), files with other suffixes are skipped and counted, as are text files that are
-    binary or not UTF-8; the summary line says what was skipped. A bad row is one line naming
+    binary or not UTF-8; a file with no suffix (LICENSE, COPYING) is read as plain text when it
+    is UTF-8 text. The summary line says what was skipped. A bad row is one line naming
     the file and row; nothing is left under --out.
 
     Each sample carries its metric columns. The summary gives the padding fraction at
@@ -109,33 +126,56 @@ def prepare(
     An --out of s3://... or gs://... (an empty prefix) is written to a temporary folder and
     uploaded with mosaicml-streaming's uploaders, index.json last; endpoint and credentials come
     from the environment (S3_ENDPOINT_URL, AWS_*; GCS_KEY/GCS_SECRET).
+
+    --val-fraction F holds out round(F x documents) whole documents, drawn by --seed, in the MDS
+    folder OUT_val beside --out (the same tokenizer and options); the rest go to --out.
     """
     import tempfile
 
     from curriculum_ds.data import prepare as prepare_fn
     from curriculum_ds.data.remote import check_upload_target, upload_dataset
+    from curriculum_ds.data.split import check_val_fraction, prepare_split, val_folder
 
+    if val_fraction is not None:
+        check_val_fraction(val_fraction)  # before anything is read or written
     remote = out if "://" in out else None
+    targets = [out] if val_fraction is None else [out, val_folder(out)]
     with tempfile.TemporaryDirectory(prefix="curriculum_ds_prepare_") as tmp:
         if remote is not None:
-            check_upload_target(remote)  # before tokenizing anything
-        summary = prepare_fn(
-            list(inputs),
-            Path(tmp) / "dataset" if remote is not None else Path(out),
-            tokenizer=tokenizer,
-            max_seq_len=max_seq_len,
-            format=format_,
-            text_field=text_field,
-            pack=pack,
-            progress=sys.stderr.isatty(),  # a bar only on a terminal, else one long line
-        )
+            for target in targets:
+                check_upload_target(target)  # before tokenizing anything
+        local = [Path(tmp) / f"dataset{i}" for i in range(len(targets))] if remote else None
+        kwargs: dict[str, Any] = {
+            "tokenizer": tokenizer,
+            "max_seq_len": max_seq_len,
+            "format": format_,
+            "text_field": text_field,
+            "pack": pack,
+            "progress": sys.stderr.isatty(),  # a bar only on a terminal, else one long line
+        }
+        if val_fraction is None:
+            summaries = [prepare_fn(list(inputs), local[0] if local else Path(out), **kwargs)]
+        else:
+            summaries = list(
+                prepare_split(
+                    list(inputs),
+                    local[0] if local else Path(out),
+                    val_out=local[1] if local else Path(targets[1]),
+                    val_fraction=val_fraction,
+                    seed=seed,
+                    **kwargs,
+                )
+            )
         if remote is not None:
-            upload_dataset(summary.out, remote)
-    click.echo(
-        f"wrote {summary.num_samples:,} {'packed rows' if pack else 'samples'} "
-        f"({summary.num_tokens:,} tokens, vocab {summary.vocab_size}) from "
-        f"{summary.num_documents:,} documents to {remote or summary.out}"
-    )
+            for summary, target in zip(summaries, targets, strict=True):
+                upload_dataset(summary.out, target)
+    for summary, target in zip(summaries, targets, strict=True):
+        click.echo(
+            f"wrote {summary.num_samples:,} {'packed rows' if pack else 'samples'} "
+            f"({summary.num_tokens:,} tokens, vocab {summary.vocab_size}) from "
+            f"{summary.num_documents:,} documents to {target if remote else summary.out}"
+        )
+    summary = summaries[0]
     click.echo(summary.describe_padding())
     skipped = summary.describe_skipped()
     if skipped:
@@ -171,23 +211,31 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     check: every phase's max_seq_len fits the --model's positions. The data checks: every shard
     file matches its index (size, recorded hashes, header), a probe of samples decodes, and the
     token ids fit the vocabulary the run will use. Every problem is one line; nothing is written.
+    With --resume-from: the resume rules' verdict, and the resume's own note line when the
+    global batch at --num-gpus differs from the checkpoint's.
     """
     from curriculum_ds.commands.schedule_table import describe_schedule
     from curriculum_ds.config import load_config
 
     run = load_config(ds_config, check_data=True, model=model, strict=True)
-    verdict = None
+    verdict = note = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
-        from curriculum_ds.checkpoint.files import resume_verdict
+        from curriculum_ds.checkpoint.engine_io import global_batch_note
+        from curriculum_ds.checkpoint.files import locate_checkpoint, open_tag, resume_verdict
         from curriculum_ds.errors import ResumeError
 
         if not resume_from.exists():
             raise ResumeError(f"--resume-from {resume_from}: no such folder")
 
         verdict = resume_verdict(run, resume_from)
+        # another global batch (world size, micro-batch, GAS): the resume's own note line
+        saved = open_tag(*locate_checkpoint(resume_from))
+        note = global_batch_note(saved, run.global_batch_size(num_gpus))
     click.echo(describe_schedule(run, dp_world_size=num_gpus))
     if verdict is not None:
         click.echo(verdict)
+    if note is not None:
+        click.echo(f"curriculum_ds: note: {note}")
 
 
 def _train_option(train_args: Sequence[str], name: str) -> str | None:

@@ -40,11 +40,12 @@ before any rank opens them (the data check of ``curriculum-ds validate`` and of 
 Modules, one concern each: ``tokenizers`` (byte and HF tokenizers), ``documents`` (input
 formats; reading text, JSONL, JSON and folders), ``sources`` (streaming readers: gzip/zstd,
 Parquet, saved HF datasets), ``packing`` (rows: split or packed; padding fractions),
-``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``index`` (``index.json`` and
-the sidecar file names), ``info`` (:func:`read_stream_info`), ``verify`` (:func:`verify_stream`),
-``streams`` (:func:`open_stream`, :func:`close_stream` and the mosaicml-streaming shared-memory
-workarounds), ``remote`` (:func:`sync_stream_metadata`: a remote stream's listing, index and
-sidecar files). Every name below is re-exported here.
+``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``split``
+(``prepare_split``: a held-out folder by document, ``prepare --val-fraction``), ``index``
+(``index.json`` and the sidecar file names), ``info`` (:func:`read_stream_info`), ``verify``
+(:func:`verify_stream`), ``streams`` (:func:`open_stream`, :func:`close_stream` and the
+mosaicml-streaming shared-memory workarounds), ``remote`` (:func:`sync_stream_metadata`: a
+remote stream's listing, index and sidecar files). Every name below is re-exported here.
 """
 
 from curriculum_ds.data.documents import json_limit_reason

@@ -12,11 +12,12 @@ Memory: JSONL is streamed line by line, Parquet and saved datasets batch by batc
 ``text`` file is one document and a ``json`` file one array, each read whole.
 
 A named file whose suffix names no format is refused before anything is read; inside a folder
-such files are skipped and counted by suffix
-(:attr:`ReadStats.skipped_suffixes`). Errors name the file and line (``path:line``), or the
-array element of a JSON file (``path[index]``); files met inside a folder walk that are binary,
-not UTF-8 or unreadable are skipped and counted instead. Deterministic: a folder is read in the
-order of its files' relative paths.
+such files are skipped and counted by suffix (:attr:`ReadStats.skipped_suffixes`), except files
+without any suffix (``LICENSE``, ``COPYING``, Debian's ``copyright``, ``GPL-3``): those are read
+as ``text`` when they are UTF-8 text (:func:`folder_format_of`). Errors name the file and line
+(``path:line``), or the array element of a JSON file (``path[index]``); files met inside a
+folder walk that are binary, not UTF-8 or unreadable are skipped and counted instead.
+Deterministic: a folder is read in the order of its files' relative paths.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "batched",
     "check_inputs",
     "describe_skipped",
+    "folder_format_of",
     "iter_documents",
     "json_limit_reason",
     "read_bytes",
@@ -328,6 +330,18 @@ def format_of(path: Path) -> str | None:
     return fmt
 
 
+def folder_format_of(path: Path) -> str | None:
+    """The format of a file met in a folder walk: by suffix, ``text`` for a suffix-less name.
+
+    License and notice files carry no suffix (``LICENSE``, ``COPYING``, Debian's ``copyright``,
+    ``GPL-3``); the walk reads them as plain text, and still skips one that is binary (a NUL
+    byte) or not UTF-8 (counted in :attr:`ReadStats.num_skipped_files`).
+    """
+    if not path.suffix:
+        return "text"
+    return format_of(path)
+
+
 def _unknown_format(path: Path) -> DataError:
     suffix = "".join(path.suffixes[-2:]).lower() if compression_of(path) else path.suffix.lower()
     kind = f"suffix {suffix!r}" if suffix else "no suffix"
@@ -344,7 +358,9 @@ def check_inputs(
 
     Folders are listed here (recursively, hidden entries skipped, sorted by relative path). Without
     ``format``, a file inside a folder whose suffix names no format is skipped and counted in
-    ``stats.skipped_suffixes``.
+    ``stats.skipped_suffixes``; one with no suffix at all is read as ``text``
+    (:func:`folder_format_of`; skipped and counted in ``stats.num_skipped_files`` when binary or
+    not UTF-8).
 
     Args:
         inputs: Files and folders, in the order given.
@@ -377,7 +393,7 @@ def check_inputs(
                 if is_dataset:
                     files.append(InputFile(file, "hf", named=False))
                     continue
-                file_format = format or format_of(file)
+                file_format = format or folder_format_of(file)
                 if file_format is None:
                     stats.skipped_suffixes[file.suffix.lower()] += 1
                 else:

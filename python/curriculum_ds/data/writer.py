@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from array import array
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,6 +157,7 @@ def prepare(
     text_field: str = "text",
     pack: bool = False,
     progress: bool = False,
+    select: Callable[[int], bool] | None = None,
 ) -> PrepareSummary:
     """Tokenize text into MDS shards with per-sample metric columns.
 
@@ -179,7 +180,8 @@ def prepare(
       refused before anything is read or written (``format`` reads it anyway);
     * a folder: every file under it, recursively, sorted by relative path, hidden entries
       skipped, each read as above. Files whose suffix names no format are skipped and counted by
-      suffix in ``skipped_suffixes`` (with ``format``, every file is read in that format);
+      suffix in ``skipped_suffixes`` (with ``format``, every file is read in that format),
+      except files with no suffix at all (``LICENSE``, ``COPYING``): those are ``text``;
       text files that are binary (NUL byte) or not UTF-8, and unreadable files, are skipped and
       counted in ``num_skipped_files``.
 
@@ -216,6 +218,9 @@ def prepare(
             ``curriculum_meta.json``. Needs a tokenizer with an EOS token.
         progress: Show a progress bar (documents) on stderr, from the first batch of documents
             read: a refused input (missing, unknown format, empty, bad first file) draws none.
+        select: Write only the non-empty documents whose 0-based index among the non-empty
+            documents (reading order) it accepts; ``None``: all
+            (:func:`~curriculum_ds.data.split.prepare_split` uses it for a held-out split).
 
     Returns:
         A :class:`PrepareSummary`.
@@ -280,7 +285,10 @@ def prepare(
         if size_limit is not None:
             writer_kwargs["size_limit"] = size_limit
         bar: Any = None
-        docs = batched(iter_documents(files, stats, text_field=text_field), _HF_ENCODE_BATCH)
+        read = iter_documents(files, stats, text_field=text_field)
+        if select is not None:
+            read = (doc for i, doc in enumerate(d for d in read if d) if select(i))
+        docs = batched(read, _HF_ENCODE_BATCH)
         with contextlib.ExitStack() as stack:
             writer = stack.enter_context(
                 MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs)

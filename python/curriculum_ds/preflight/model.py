@@ -71,9 +71,11 @@ POSITION_KEYS = (
     "max_sequence_length",
     "seq_length",
     "max_seq_len",
+    "block_size",
 )
-"""The names HF configs (GPT-2, Llama/BERT, GPT-J, BLOOM-style, ChatGLM) and user models give
-the number of positions a model can embed, in the order they are read."""
+"""The names HF configs (GPT-2, Llama/BERT, GPT-J, BLOOM-style, ChatGLM), nanoGPT's
+``GPTConfig`` (``block_size``) and user models give the number of positions a model can embed,
+in the order they are read."""
 
 
 def _positions_in(config: Any) -> tuple[int, str] | None:
@@ -91,8 +93,9 @@ def model_max_positions(model: Any) -> tuple[int, str] | None:
     Args:
         model: a local HF model folder (``str``/``Path``: its ``config.json``, or the
             ``text_config`` inside it), or a live ``torch.nn.Module`` (a DeepSpeed engine's
-            ``.module`` is used): its ``.config`` when it has one (a HF ``PretrainedConfig``),
-            else an attribute ``max_seq_len`` or ``max_position_embeddings`` the user declared.
+            ``.module`` is used): its ``.config`` when it has one (a HF ``PretrainedConfig``,
+            nanoGPT's ``GPTConfig`` with ``block_size``), else an attribute ``max_seq_len``,
+            ``max_position_embeddings`` or ``block_size`` the user declared.
 
     Returns:
         ``(positions, source)``, e.g. ``(256, "n_positions in gpt2/config.json")``, or None when
@@ -115,7 +118,7 @@ def model_max_positions(model: Any) -> tuple[int, str] | None:
         found = _positions_in(config)
         if found is not None:
             return found[0], f"{found[1]} of {name}.config"
-    for attr in ("max_seq_len", "max_position_embeddings"):
+    for attr in ("max_seq_len", "max_position_embeddings", "block_size"):
         value = getattr(module, attr, None)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value, f"{name}.{attr}"

@@ -34,19 +34,29 @@ would be lost. The W&B writer therefore logs each step's values as one row with
 ``curriculum/step`` beside them, declared the x-axis of ``curriculum/*`` with
 ``wandb.define_metric`` (W&B's way for a custom step). TensorBoard, CSV and Comet get
 ``(tag, value, optimizer step)`` events through their ``write_events``.
+
+Where they write: the reference loop passes the ds_config through
+:func:`default_monitor_paths`, so an enabled monitor without an ``output_path`` writes under
+``--run-dir/monitors/`` (``tensorboard/<job_name>``, ``csv/<job_name>``, ``wandb/``) instead of
+DeepSpeed's default (the working directory) — one config serves many runs.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow
 
 __all__ = [
+    "MONITORS_DIR",
     "PREFIX",
     "CurriculumMonitor",
     "bucket_events",
+    "default_monitor_paths",
     "eval_events",
     "step_events",
 ]
@@ -56,6 +66,49 @@ PREFIX = "curriculum"
 
 Event = tuple[str, float, int]
 """A DeepSpeed monitor event: ``(tag, value, optimizer step)``."""
+
+MONITORS_DIR = "monitors"
+"""The folder of a run dir the monitors write to when their ``output_path`` is absent."""
+
+_PATH_SECTIONS = {"tensorboard": "tensorboard", "csv_monitor": "csv"}
+"""ds_config monitor sections with an ``output_path``, and their default folder under
+:data:`MONITORS_DIR`."""
+
+
+def default_monitor_paths(
+    ds_config: Mapping[str, Any],
+    run_dir: str | os.PathLike[str],
+    environ: MutableMapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The ds_config with each enabled monitor's output defaulted under ``run_dir/monitors/``.
+
+    ``tensorboard`` and ``csv_monitor`` sections that are enabled and have no ``output_path``
+    (absent or ``""``, DeepSpeed's default: the working directory) get
+    ``RUN_DIR/monitors/tensorboard`` and ``RUN_DIR/monitors/csv`` (DeepSpeed adds its
+    ``job_name`` folder below). An enabled ``wandb`` section has no ``output_path`` in
+    DeepSpeed; W&B reads ``WANDB_DIR``, so it is set to ``RUN_DIR/monitors`` (created) when
+    ``environ`` has none. An explicit ``output_path`` or ``WANDB_DIR`` is kept.
+
+    Args:
+        ds_config: the DeepSpeed part of the ds_config (parsed JSON). Not modified.
+        run_dir: the run directory (``--run-dir``).
+        environ: the environment to set ``WANDB_DIR`` in; default ``os.environ``.
+
+    Returns:
+        A copy of ``ds_config`` (the changed sections copied, the rest shared).
+    """
+    env = os.environ if environ is None else environ
+    monitors = Path(run_dir) / MONITORS_DIR
+    out = dict(ds_config)
+    for section, folder in _PATH_SECTIONS.items():
+        cfg = out.get(section)
+        if isinstance(cfg, Mapping) and cfg.get("enabled") and not cfg.get("output_path"):
+            out[section] = {**cfg, "output_path": str(monitors / folder)}
+    wandb = out.get("wandb")
+    if isinstance(wandb, Mapping) and wandb.get("enabled") and not env.get("WANDB_DIR"):
+        monitors.mkdir(parents=True, exist_ok=True)  # W&B falls back to /tmp for a missing dir
+        env["WANDB_DIR"] = str(monitors)
+    return out
 
 
 def step_events(record: MetricsRow) -> list[Event]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.default_model import build_model
@@ -44,12 +45,15 @@ def train(
     import curriculum_ds as cds
     from curriculum_ds.checkpoint.retention import prune_checkpoints
     from curriculum_ds.records.jsonl import RunLog
+    from curriculum_ds.records.monitors import default_monitor_paths
     from curriculum_ds.records.progress import StepLogger, banner
 
     cfg = run.curriculum
     torch.manual_seed(cfg.seed)  # model init only; the data order uses no global RNG
     model = build_model(args.model, cfg, max(p.train_loader.max_seq_len for p in cfg.schedule))
-    engine, curriculum = cds.initialize(model=model, config=run)
+    # monitors without an output_path write under --run-dir/monitors/, not the working dir
+    ds_config = default_monitor_paths(run.ds_config, args.run_dir)
+    engine, curriculum = cds.initialize(model=model, config=replace(run, ds_config=ds_config))
     if resume is not None:
         curriculum.load_checkpoint(resume[0], plan=resume[1])
     is_main = dist.get_rank() == 0

@@ -104,14 +104,13 @@ def test_folder_skips_other_suffixes_and_says_so(tmp_path: Path) -> None:
     write(root / "sub" / "b.json", json.dumps(["beta"]))
     write(root / "sub" / "c.csv", b"a,b\x00")
     write(root / "sub" / "d.csv", b"a,b\x00")
-    write(root / "LICENSE", "MIT")
+    write(root / "LICENSE", "MIT")  # no suffix: read as text (issue 24; it used to be skipped)
     result = _invoke(root, "--out", tmp_path / "ds")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == (
-        "skipped in folders: 3 files with other suffixes ((no suffix) 1, .csv 2) "
-        "(--format reads other suffixes)"
+        "skipped in folders: 2 files with other suffixes (.csv 2) (--format reads other suffixes)"
     )
-    assert _decoded(tmp_path / "ds") == ["alpha", "beta"]
+    assert _decoded(tmp_path / "ds") == ["MIT", "alpha", "beta"]
     # a folder of nothing readable: one line saying what was skipped
     only = tmp_path / "csv_only"
     write(only / "part-0.csv", b"a,b\x00")
