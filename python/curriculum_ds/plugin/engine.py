@@ -123,8 +123,9 @@ def initialize(
     Raises:
         ConfigError: the config is invalid (names the field: the curriculum, DeepSpeed's part,
             see :mod:`curriculum_ds.preflight`), a phase's ``max_seq_len`` exceeds the model's
-            positions (``model.config``'s ``n_positions``/``max_position_embeddings``, or a
-            ``max_seq_len``/``max_position_embeddings`` attribute of the model), the config has
+            positions (``model.config``'s ``n_positions``/``max_position_embeddings``/
+            ``block_size``, or a ``max_seq_len``/``max_position_embeddings``/``block_size``
+            attribute of the model, as nanoGPT's ``GPT`` has), the config has
             no ``optimizer`` and no ``optimizer=`` is given, or a DeepSpeed ``config`` keyword
             was given.
         DataError: a stream's data is missing or malformed.
@@ -206,8 +207,8 @@ def attach(engine: EngineLike, config: Any, *, check_data: bool = True) -> Curri
 def _check_model_context(run: RunConfig, model: Any) -> None:
     """Every phase's ``max_seq_len`` fits the positions the model declares (if it declares any).
 
-    Read from ``model.config`` (a HF model), else an attribute ``max_seq_len`` or
-    ``max_position_embeddings`` of the module; see
+    Read from ``model.config`` (a HF model; nanoGPT's ``block_size`` too), else an attribute
+    ``max_seq_len``, ``max_position_embeddings`` or ``block_size`` of the module; see
     :func:`curriculum_ds.preflight.check_model_context`.
     """
     from curriculum_ds.preflight import check_model_context
