@@ -1,4 +1,4 @@
-"""Issue 13 item 4: every DeepSpeed checkpoint load or save failure is one line naming the
+"""Every DeepSpeed checkpoint load or save failure is one line naming the
 checkpoint, exit code 1, never a traceback (``python -m curriculum_ds.train``, one process,
 ZeRO-2 so that the optimizer state is a file of its own).
 
@@ -6,6 +6,8 @@ A run writes ``global_step1`` and ``global_step2``; copies of it are then damage
 with ``--resume auto``: ``latest`` naming a tag that is not there, an empty ``latest``, the
 model states truncated, the optimizer states missing or truncated. And a run whose checkpoints
 folder cannot be created fails at its first save with one line, ``latest`` never written.
+
+From issue 13, item 4.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 6 items 2, 6 and 7 on real ranks: 2 CPU gloo ranks under the deepspeed launcher.
+"""Dynamic re-weighting on real ranks: 2 CPU gloo ranks under the deepspeed launcher.
 
 * Global and identical: with dynamic re-weighting on, rank 0 and rank 1 end with bit-identical
   probabilities, edges, window contents, latest per-sample losses and bucket assignments.
@@ -6,6 +6,8 @@
 * Checkpointed exactly (case C01, third part): a run killed after a checkpoint taken between two
   recomputes and resumed with ``--resume auto`` writes the same ``curriculum_history.jsonl`` and
   ends in the same dynamic state as the uninterrupted run.
+
+From issue 6, items 2, 6 and 7.
 """
 
 from __future__ import annotations

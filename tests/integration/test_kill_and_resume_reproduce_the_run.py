@@ -1,4 +1,4 @@
-"""Issue 4 items 5 and 6 through real 2-rank DeepSpeed runs on CPU (gloo).
+"""Kill -9 and resume, and the resume rules, through real 2-rank DeepSpeed runs on CPU (gloo).
 
 * Resume reproduces the uninterrupted run: a run killed (SIGKILL) while writing the checkpoint
   of step 6 keeps ``latest`` at step 3; resumed from it and killed right after step 7, then
@@ -10,7 +10,9 @@
   step count. ``curriculum-ds validate --resume-from`` gives the same verdicts without training.
 
 The runs are built once by :func:`resume_scenario` and shared with
-test_case_c01_resume_leaves_global_rngs_alone.py.
+test_resume_leaves_global_rngs_alone.py.
+
+From issue 4, items 5 and 6.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13 item 3 through real 2-rank DeepSpeed runs on CPU (gloo): non-finite steps.
+"""Non-finite steps update nothing, through real 2-rank DeepSpeed runs on CPU (gloo).
 
 A NaN loss injected on ONE rank at step 3 (``faulty_train --nan-loss 1:3``, NaN logits in that
 rank's first micro-batch): every rank skips the update, so the checkpoint of step 3 holds the
@@ -8,6 +8,8 @@ strict JSON, and the run goes on to the end, updating again from step 4. Under Z
 DeepSpeed has no check of its own), 2 and 3 in fp32, and ZeRO 2 in bf16. With
 ``curriculum.max_consecutive_nonfinite`` steps in a row the run stops with one line, exit code 1,
 and ``latest`` stays at the last checkpoint written before the limit.
+
+From issue 13, item 3.
 """
 
 from __future__ import annotations

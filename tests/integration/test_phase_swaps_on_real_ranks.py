@@ -1,4 +1,4 @@
-"""Issue 4 items 2-4 through real DeepSpeed runs on CPU ranks (gloo).
+"""Phase swaps through real DeepSpeed runs on CPU ranks (gloo).
 
 * Rank-split invariance: 1 rank x GAS 4 and 2 ranks x GAS 2 (same micro-batch size) give the
   same sample trace over a multi-phase schedule.
@@ -8,6 +8,8 @@
 * Epochs: an ``ep`` schedule switches phase at the first step whose passes reach the boundary,
   each pass visits every sample once and the next pass is reshuffled; a ``tok`` phase longer
   than one pass of its data goes on into further passes.
+
+From issue 4, items 2-4.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13 item 2 through real 2-rank DeepSpeed runs on CPU (gloo): SIGTERM is a preemption.
+"""SIGTERM is a preemption, through real 2-rank DeepSpeed runs on CPU (gloo).
 
 One run ("B") is preempted twice and resumed with ``--resume auto`` each time:
 
@@ -11,6 +11,8 @@ One run ("B") is preempted twice and resumed with ``--resume auto`` each time:
 3. the last resume runs to the end.
 
 Its sample trace, losses and re-weighting history equal the uninterrupted run A's, step for step.
+
+From issue 13, item 2.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10: the README's "Use it in your own training loop" script runs as printed.
+"""The README's "Use it in your own training loop" script runs as printed.
 
 The fenced block after the ``<!-- my_loop.py: ... -->`` comment is written to ``my_loop.py`` and
 launched as the README says (``deepspeed --num_gpus 2 my_loop.py --deepspeed_config ds.json
@@ -8,6 +8,8 @@ batch the schedule draws (replayed here with the phase loaders, swapping at the 
 cumulative count reaches 1000), the run ends at the first step reaching 3000, and the script's
 checkpoint cadence left ``latest`` on the last step. A second launch of the same command resumes
 from that checkpoint and trains nothing more.
+
+From issue 10.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12 part 3 acceptance: a 2-rank run streams a 2-phase schedule from a local S3 server.
+"""A 2-rank run streams a 2-phase schedule from a local S3 server.
 
 A moto S3 server started by the test (tests/object_store.py) holds the two prepared streams;
 the ranks read them through mosaicml-streaming into per-stream cache folders. Run A trains on
@@ -12,6 +12,8 @@ the local copy of the same data, uninterrupted. Run B trains from S3:
 
 B's sample trace equals A's, step for step. With the S3 server stopped, a launch fails before
 training with one line naming the stream.
+
+From issue 12, part 3.
 """
 
 from __future__ import annotations

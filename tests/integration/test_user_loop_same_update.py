@@ -1,4 +1,4 @@
-"""Issue 10 acceptance: a user loop on the public API makes the reference loop's update.
+"""A user loop on the public API makes the reference loop's update.
 
 One plain-SGD step (``lr = 1``, no momentum, ``gradient_clipping`` 0 so that no scale hides
 behind a clip) with the same ds_config and data, 2 CPU gloo ranks, GAS 2, micro-batches of 2
@@ -13,6 +13,8 @@ ragged, right-padded samples, under ZeRO 0 and ZeRO 3:
 must start from the same parameters, draw the same global batch and change the parameters by the
 same update ``params_after - params_before`` to 1e-6 relative (``||Δ_user - Δ_ref|| /
 ||Δ_ref||``).
+
+From issue 10.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def c02(tmp_path_factory):
     }
 
 
-def test_case_c02_phase_a_is_steps_1_to_10(c02):
+def test_phase_a_is_steps_1_to_10(c02):
     assert c02["killed"].returncode != 0
     rows = c02["killed_metrics"]
     assert [r["step"] for r in rows] == list(range(1, 12))
@@ -117,7 +117,7 @@ def test_case_c02_phase_a_is_steps_1_to_10(c02):
     assert saved["global_step"] == 10
 
 
-def test_case_c02_boundary_checkpoint_resumes_into_b(c02):
+def test_boundary_checkpoint_resumes_into_b(c02):
     assert "Traceback" not in c02["resumed"].stderr
     assert "curriculum_ds: error" not in c02["resumed"].stderr
     rows = metrics(c02["run"])
@@ -144,7 +144,7 @@ def test_case_c02_boundary_checkpoint_resumes_into_b(c02):
     assert (c02["run"] / "checkpoints" / "latest").read_text() == "global_step20"
 
 
-def test_case_c02_variant_checkpoint_before_the_boundary(c02):
+def test_variant_checkpoint_before_the_boundary(c02):
     rows = metrics(c02["variant"])
     assert [r["step"] for r in rows] == list(range(10, 21))  # one more A step, then B
     assert [r["phase_name"] for r in rows] == ["A"] + ["B"] * 10
