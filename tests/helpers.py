@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,62 @@ def launch(
         # the product loop has no fault injection: the tests' wrapper of it does
         cmd[cmd.index("curriculum_ds.train")] = "faulty_train"
     return run_launched(cmd, cwd=ds_config.parent, timeout=timeout, check=check)
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """One run of :func:`launch_many`: its exit code (the highest of its ranks') and output."""
+
+    returncode: int
+    output: str
+    """stdout and stderr of every rank, rank 0 first."""
+
+
+def launch_many(
+    runs: list[tuple[Path, Path, tuple[str, ...]]],
+    *,
+    num_gpus: int = 2,
+    may_fail: frozenset[Path] = frozenset(),
+    timeout: int = 900,
+) -> dict[Path, RunOutput]:
+    """Several runs ``(ds_config, run_dir, extra args)`` in ONE launched job (many_runs.py).
+
+    Each run is what :func:`launch` runs for ``(ds_config, run_dir, *extra)``: the whole
+    ``curriculum_ds.train.main`` (``--dump-state`` is the only fault it takes), one after the
+    other in the same rank processes, so the launcher and the torch/DeepSpeed imports are paid
+    once. Runs whose run dir is in ``may_fail`` may exit non-zero (an exception: its traceback
+    in the output); put them last. Returns each run dir's :class:`RunOutput`. Raises
+    AssertionError with the output tails when another run fails.
+    """
+    assert runs, "no runs"
+    specs = []
+    for ds_config, run_dir, extra in runs:
+        argv = ["--deepspeed_config", str(ds_config), "--run-dir", str(run_dir), "--no-progress"]
+        log = str(run_dir.parent / f"{run_dir.name}.log")
+        specs.append({"argv": [*argv, *extra], "log": log, "may_fail": run_dir in may_fail})
+    first_config = runs[0][0]
+    spec_file = first_config.parent / f"many_runs_{runs[0][1].name}.json"
+    spec_file.write_text(json.dumps(specs, indent=1))
+    cmd = build_command(first_config, num_gpus=num_gpus, train_args=["--runs", str(spec_file)])
+    cmd[cmd.index("curriculum_ds.train")] = "many_runs"
+    proc = run_launched(cmd, cwd=first_config.parent, timeout=timeout, check=False)
+    results = {}
+    for _, run_dir, _ in runs:
+        logs = [run_dir.parent / f"{run_dir.name}.log.rank{r}" for r in range(num_gpus)]
+        codes = [Path(f"{log}.code") for log in logs]
+        results[run_dir] = RunOutput(
+            returncode=max(int(c.read_text()) if c.exists() else -1 for c in codes),
+            output="".join(log.read_text() for log in logs if log.exists()),
+        )
+    if proc.returncode != 0:
+        tails = "".join(
+            f"--- {d} ---\n{r.output[-3000:]}\n" for d, r in results.items() if r.output
+        )
+        raise AssertionError(
+            f"launch failed ({proc.returncode}): {' '.join(cmd)}\n{tails}"
+            f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+        )
+    return results
 
 
 def launched_env() -> dict[str, str]:

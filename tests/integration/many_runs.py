@@ -1,0 +1,95 @@
+"""Several runs of the reference loop in ONE launched job, one after the other, for the tests only.
+
+Run by the launcher as ``--module many_runs --runs FILE`` (tests/ on PYTHONPATH; the launcher's
+own ``--deepspeed_config`` and ``--local_rank`` are passed on to every run). ``FILE`` is a JSON
+list of runs, each ``{"argv": [...], "log": PATH, "may_fail": bool}``: the arguments of
+``curriculum_ds.train`` (its own ``--deepspeed_config``, ``--run-dir`` ...) plus, optionally,
+``--dump-state DIR`` of ``faulty_train``. Every run is a full ``curriculum_ds.train.main`` in this
+process: the config check, the run-dir lock, ``torch.manual_seed(seed)``, a new model,
+``deepspeed.initialize``, the loop and its checkpoints; the process group (gloo) is made once and
+kept. Each rank writes its stdout and stderr of a run (file descriptors 1 and 2, so DeepSpeed's
+C++ output too) to ``LOG.rank{RANK}`` and its exit code to ``LOG.rank{RANK}.code``. An exception
+that would end a process of its own (DeepSpeed refusing a config) is printed there, with exit
+code 1.
+
+A launch costs the launcher plus torch/DeepSpeed imports on every rank (10-20 s on 2 CPU
+ranks); a one-step run costs a second. The first non-zero exit code of a run not marked
+``may_fail`` stops the job with it. Faults that kill or signal the process stay with
+``faulty_train``: one launch per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import faulty_train
+
+from curriculum_ds import train
+
+_ALLOWED_FAULTS = {"--dump-state"}
+_OTHER_FAULTS = {
+    "--kill-after-step",
+    "--kill-during-save",
+    "--kill-during-prune",
+    "--dump-sample-losses",
+    "--nan-loss",
+    "--sigterm-at",
+}
+"""The fault flags of faulty_train that this runner refuses (they outlive one run)."""
+
+
+def _run(argv: list[str], log: Path) -> int:
+    """One run with fds 1 and 2 sent to ``log.rank{RANK}``; returns its exit code."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--dump-state", type=Path)
+    faults, rest = p.parse_known_args(argv)
+    unknown = [a for a in rest if a.split("=")[0] in _OTHER_FAULTS]
+    if unknown:
+        raise SystemExit(f"many_runs: {unknown}: run a fault of {_ALLOWED_FAULTS} only")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    out = open(f"{log}.rank{os.environ.get('RANK', '0')}", "w", encoding="utf-8")  # noqa: SIM115
+    os.dup2(out.fileno(), 1)
+    os.dup2(out.fileno(), 2)
+    try:
+        code = train.main(rest)
+        if code == 0 and faults.dump_state is not None:
+            faulty_train.dump_state(faults.dump_state)
+        return code
+    except Exception:  # what would end a process of its own: its traceback, exit code 1
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        out.close()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--runs", type=Path, required=True)
+    p.add_argument("--local_rank", "--local-rank")
+    p.add_argument("--deepspeed_config")  # the launcher's; each run names its own
+    args, _ = p.parse_known_args()
+    launcher = [] if args.local_rank is None else [f"--local_rank={args.local_rank}"]
+    faulty_train.install(None, None)  # captures the engine for --dump-state
+    for run in json.loads(args.runs.read_text()):
+        code = _run([*run["argv"], *launcher], Path(run["log"]))
+        Path(f"{run['log']}.rank{os.environ.get('RANK', '0')}.code").write_text(str(code))
+        if code != 0 and not run["may_fail"]:
+            print(f"many_runs: run {run['argv']} exited {code}", file=sys.stderr, flush=True)
+            return code
+    train.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
