@@ -123,6 +123,7 @@ def launch_many(
     *,
     num_gpus: int = 2,
     may_fail: frozenset[Path] = frozenset(),
+    launcher: bool = True,
     timeout: int = 900,
 ) -> dict[Path, RunOutput]:
     """Several runs ``(ds_config, run_dir, extra args)`` in ONE launched job (many_runs.py).
@@ -131,30 +132,41 @@ def launch_many(
     ``curriculum_ds.train.main`` (``--dump-state`` is the only fault it takes), one after the
     other in the same rank processes, so the launcher and the torch/DeepSpeed imports are paid
     once. Runs whose run dir is in ``may_fail`` may exit non-zero (an exception: its traceback
-    in the output); put them last. Returns each run dir's :class:`RunOutput`. Raises
+    in the output); put them last. The last run may take ``--kill-after-step`` or
+    ``--kill-during-save`` (then put it in ``may_fail``: the SIGKILL ends the job). Returns each
+    run dir's :class:`RunOutput`. ``launcher=False``: one plain ``python -m many_runs`` process
+    (a world of one, as :func:`run_train_module` runs one), no deepspeed launcher. Raises
     AssertionError with the output tails when another run fails.
     """
     assert runs, "no runs"
     specs = []
     for ds_config, run_dir, extra in runs:
         argv = ["--deepspeed_config", str(ds_config), "--run-dir", str(run_dir), "--no-progress"]
-        log = str(run_dir.parent / f"{run_dir.name}.log")
-        specs.append({"argv": [*argv, *extra], "log": log, "may_fail": run_dir in may_fail})
+        log = run_dir.parent / f"{run_dir.name}.log"
+        for old in run_dir.parent.glob(f"{log.name}.rank*"):  # an earlier job's, same run dir
+            old.unlink()
+        specs.append({"argv": [*argv, *extra], "log": str(log), "may_fail": run_dir in may_fail})
     first_config = runs[0][0]
     spec_file = first_config.parent / f"many_runs_{runs[0][1].name}.json"
     spec_file.write_text(json.dumps(specs, indent=1))
-    cmd = build_command(first_config, num_gpus=num_gpus, train_args=["--runs", str(spec_file)])
-    cmd[cmd.index("curriculum_ds.train")] = "many_runs"
+    if launcher:
+        cmd = build_command(first_config, num_gpus=num_gpus, train_args=["--runs", str(spec_file)])
+        cmd[cmd.index("curriculum_ds.train")] = "many_runs"
+    else:
+        assert num_gpus == 1, "without the launcher: a world of one"
+        cmd = [sys.executable, "-m", "many_runs", "--runs", str(spec_file)]
     proc = run_launched(cmd, cwd=first_config.parent, timeout=timeout, check=False)
     results = {}
     for _, run_dir, _ in runs:
         logs = [run_dir.parent / f"{run_dir.name}.log.rank{r}" for r in range(num_gpus)]
-        codes = [Path(f"{log}.code") for log in logs]
+        codes = [int(c.read_text()) for log in logs if (c := Path(f"{log}.code")).exists()]
         results[run_dir] = RunOutput(
-            returncode=max(int(c.read_text()) if c.exists() else -1 for c in codes),
+            # a run that never finished (killed, or not reached): the job's exit code
+            returncode=max(codes) if len(codes) == num_gpus else proc.returncode or -1,
             output="".join(log.read_text() for log in logs if log.exists()),
         )
-    if proc.returncode != 0:
+    failed = [d for d, r in results.items() if r.returncode != 0 and d not in may_fail]
+    if failed or (proc.returncode != 0 and runs[-1][1] not in may_fail):
         tails = "".join(
             f"--- {d} ---\n{r.output[-3000:]}\n" for d, r in results.items() if r.output
         )
