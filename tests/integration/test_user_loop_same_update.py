@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import REPO, launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import REPO, launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
 
 from curriculum_ds.config import load_config
 from curriculum_ds.launch import build_command, launcher_env
@@ -113,22 +113,25 @@ def root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(data, root) -> Callable[[int], dict[str, Any]]:
-    """Per ZeRO stage, the reference loop's one step (launched on first use)."""
+    """Per ZeRO stage, the reference loop's one step (ZeRO 0 and 3 launched on first use, in one
+    launched job: ``helpers.launch_many``)."""
     cache: dict[int, dict[str, Any]] = {}
+    stages = (0, 3)
+
+    def launch_all() -> None:
+        runs = []
+        for stage in stages:
+            run_dir = root / f"reference_zero{stage}"
+            args = ("--max-steps", "1", "--trace-samples", "--dump-state", str(run_dir / "state"))
+            runs.append((_config(root, data, stage), run_dir, args))
+        launch_many(runs)
 
     def get(stage: int) -> dict[str, Any]:
+        if not cache:
+            launch_all()
         if stage not in cache:
             cfg = _config(root, data, stage)
             run_dir = root / f"reference_zero{stage}"
-            launch(
-                cfg,
-                run_dir,
-                "--max-steps",
-                "1",
-                "--trace-samples",
-                "--dump-state",
-                str(run_dir / "state"),
-            )
             run = load_config(cfg)
             torch.manual_seed(run.curriculum.seed)  # as curriculum_ds.train does
             init = _flat(
