@@ -129,16 +129,48 @@ def launch_many(
     """Several runs ``(ds_config, run_dir, extra args)`` in ONE launched job (many_runs.py).
 
     Each run is what :func:`launch` runs for ``(ds_config, run_dir, *extra)``: the whole
-    ``curriculum_ds.train.main`` (``--dump-state`` is the only fault it takes), one after the
-    other in the same rank processes, so the launcher and the torch/DeepSpeed imports are paid
-    once. Runs whose run dir is in ``may_fail`` may exit non-zero (an exception: its traceback
-    in the output); put them last. The last run may take ``--kill-after-step`` or
-    ``--kill-during-save`` (then put it in ``may_fail``: the SIGKILL ends the job). Returns each
-    run dir's :class:`RunOutput`. ``launcher=False``: one plain ``python -m many_runs`` process
-    (a world of one, as :func:`run_train_module` runs one), no deepspeed launcher. Raises
-    AssertionError with the output tails when another run fails.
+    ``curriculum_ds.train.main`` (with ``--dump-state`` or ``--nan-loss`` of faulty_train), one
+    after the other in the same rank processes, so the launcher and the torch/DeepSpeed imports
+    are paid once. Runs whose run dir is in ``may_fail`` may exit non-zero (an exception: its
+    traceback in the output). The last run may take ``--kill-after-step`` or
+    ``--kill-during-save`` (then put it in ``may_fail``: the SIGKILL ends the job). A run failed
+    by streaming's shared-memory race is launched again once, with the runs after it (as
+    :func:`run_launched` launches a run again). ``launcher=False``: one plain ``python -m
+    many_runs`` process (a world of one, as :func:`run_train_module` runs one).
+
+    Returns each run dir's :class:`RunOutput`. Raises AssertionError with the output tails when
+    a run not in ``may_fail`` fails.
     """
     assert runs, "no runs"
+    results, proc, cmd = _launch_many_once(runs, num_gpus, may_fail, launcher, timeout)
+    # mosaicml-streaming's shared-memory prefix race with jobs of other checkouts (see
+    # run_launched): the run it failed and the runs after it are launched again, once
+    raced = [i for i, (_, d, _) in enumerate(runs) if _SHM_RACE.search(results[d].output)]
+    if raced:
+        again, proc, cmd = _launch_many_once(
+            runs[raced[0] :], num_gpus, may_fail, launcher, timeout
+        )
+        results |= again
+    failed = [d for d, r in results.items() if r.returncode != 0 and d not in may_fail]
+    if failed or (proc.returncode != 0 and runs[-1][1] not in may_fail):
+        tails = "".join(
+            f"--- {d} ---\n{r.output[-3000:]}\n" for d, r in results.items() if r.output
+        )
+        raise AssertionError(
+            f"launch failed ({proc.returncode}): {' '.join(cmd)}\n{tails}"
+            f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+        )
+    return results
+
+
+def _launch_many_once(
+    runs: list[tuple[Path, Path, tuple[str, ...]]],
+    num_gpus: int,
+    may_fail: frozenset[Path],
+    launcher: bool,
+    timeout: int,
+) -> tuple[dict[Path, RunOutput], subprocess.CompletedProcess[str], list[str]]:
+    """One job of :func:`launch_many`: its runs' outputs, the job's process and command."""
     specs = []
     for ds_config, run_dir, extra in runs:
         argv = ["--deepspeed_config", str(ds_config), "--run-dir", str(run_dir), "--no-progress"]
@@ -165,16 +197,7 @@ def launch_many(
             returncode=max(codes) if len(codes) == num_gpus else proc.returncode or -1,
             output="".join(log.read_text() for log in logs if log.exists()),
         )
-    failed = [d for d, r in results.items() if r.returncode != 0 and d not in may_fail]
-    if failed or (proc.returncode != 0 and runs[-1][1] not in may_fail):
-        tails = "".join(
-            f"--- {d} ---\n{r.output[-3000:]}\n" for d, r in results.items() if r.output
-        )
-        raise AssertionError(
-            f"launch failed ({proc.returncode}): {' '.join(cmd)}\n{tails}"
-            f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
-        )
-    return results
+    return results, proc, cmd
 
 
 def launched_env() -> dict[str, str]:
