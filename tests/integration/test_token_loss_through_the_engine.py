@@ -8,7 +8,8 @@ computation in this test process: the seeded initial model, the same 8 samples, 
 
 DeepSpeed 0.19.8 clips gradients to norm 1.0 unless told otherwise; clipping would hide a wrong
 scale factor (any multiple of the true gradient is clipped to the same update), so every config
-here sets ``"gradient_clipping": 0.0``.
+here sets ``"gradient_clipping": 0.0``. (The divisor read from DeepSpeed's code is checked
+in-process: tests/unit/test_grad_divisor_follows_deepspeed.py.)
 
 The runs share two launched jobs (``helpers.launch_many``: one on 2 ranks, one on 1 rank), each
 run a whole ``curriculum_ds.train.main`` with its own config, model and engine, one after the
@@ -29,7 +30,7 @@ from helpers import RunOutput, launch_many, make_dataset, metrics, ragged_docs, 
 
 from curriculum_ds.config import load_config
 from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.loss import IGNORE_INDEX, deepspeed_grad_divisor, engine_grad_divisor
+from curriculum_ds.loss import IGNORE_INDEX
 from curriculum_ds.train import build_model
 
 SEED = 5
@@ -436,57 +437,6 @@ def test_fp16_dynamic_loss_scaler(engine_runs, oracle):
     # a first step may be skipped by the scaler on overflow; with 2^8 it should not be
     assert row["skipped"] is False
     assert rel <= BF16_RTOL
-
-
-# ------------------------------------------------------------------- DeepSpeed's divisor
-def test_deepspeed_grad_divisor_follows_deepspeed():
-    """The divisors read from DeepSpeed 0.19.8's reduction code (see deepspeed_grad_divisor)."""
-    base = {"gradient_average": True, "postscale_gradients": True, "gradient_predivide_factor": 1.0}
-    for stage in (0, 1, 2, 3):
-        assert deepspeed_grad_divisor(dp_world_size=4, zero_stage=stage, **base) == 4
-        # a predivide factor cancels in ZeRO 0-2, whatever its value
-        for p in (2.0, 4.0):
-            got = deepspeed_grad_divisor(
-                dp_world_size=4, zero_stage=stage, **(base | {"gradient_predivide_factor": p})
-            )
-            assert got == (16 if stage == 3 and p == 4.0 else 4)
-        assert (
-            deepspeed_grad_divisor(
-                dp_world_size=4,
-                zero_stage=stage,
-                **(base | {"postscale_gradients": False, "gradient_predivide_factor": 4.0}),
-            )
-            == 4
-        )
-    assert (
-        deepspeed_grad_divisor(
-            dp_world_size=4, zero_stage=2, **(base | {"gradient_average": False})
-        )
-        == 1
-    )
-    assert deepspeed_grad_divisor(dp_world_size=1, zero_stage=3, **base) == 1
-
-
-def test_engine_grad_divisor_reads_the_engine_and_refuses_sequence_parallelism():
-    class FakeEngine:
-        gradient_average = True
-        sequence_parallel_size = 1
-
-        def zero_optimization_stage(self) -> int:
-            return 3
-
-        def postscale_gradients(self) -> bool:
-            return True
-
-        def gradient_predivide_factor(self) -> float:
-            return 2.0
-
-    engine = FakeEngine()
-    assert engine_grad_divisor(engine, dp_world_size=2) == 4
-    assert engine_grad_divisor(engine, dp_world_size=8) == 8
-    engine.sequence_parallel_size = 2
-    with pytest.raises(ValueError, match="sequence_parallel_size=2: token-weighted loss supports"):
-        engine_grad_divisor(engine, dp_world_size=2)
 
 
 @pytest.mark.distributed
