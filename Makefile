@@ -21,7 +21,7 @@ STEP_FN = step() { \
 	}
 STEP = $(STEP_FN); step
 
-.PHONY: setup demo test lint lint-rust lint-python test-rust test-python bench clean
+.PHONY: setup demo test test-fast lint lint-rust lint-python test-rust test-python bench clean
 
 # Python dependencies, pinned in pyproject.toml (pip's cache makes a reinstall fast).
 $(VENV)/.deps: pyproject.toml
@@ -60,8 +60,13 @@ lint: lint-rust lint-python
 test-rust:
 	cargo test --release --quiet
 
+# everything, unit and multi-rank integration tiers; prints the 30 slowest tests (CI's log)
 test-python: setup
 	$(VENV)/bin/pytest -q --durations=30
+
+# the quick loop: the unit tier alone (in-process, no launched ranks), about a minute
+test-fast: setup
+	$(VENV)/bin/pytest -q -m "not distributed" --durations=10 tests/unit
 
 test: lint test-rust test-python
 

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,97 @@ def launch(
         # the product loop has no fault injection: the tests' wrapper of it does
         cmd[cmd.index("curriculum_ds.train")] = "faulty_train"
     return run_launched(cmd, cwd=ds_config.parent, timeout=timeout, check=check)
+
+
+@dataclass(frozen=True)
+class RunOutput:
+    """One run of :func:`launch_many`: its exit code (the highest of its ranks') and output."""
+
+    returncode: int
+    output: str
+    """stdout and stderr of every rank, rank 0 first."""
+
+
+def launch_many(
+    runs: list[tuple[Path, Path, tuple[str, ...]]],
+    *,
+    num_gpus: int = 2,
+    may_fail: frozenset[Path] = frozenset(),
+    launcher: bool = True,
+    timeout: int = 900,
+) -> dict[Path, RunOutput]:
+    """Several runs ``(ds_config, run_dir, extra args)`` in ONE launched job (many_runs.py).
+
+    Each run is what :func:`launch` runs for ``(ds_config, run_dir, *extra)``: the whole
+    ``curriculum_ds.train.main`` (with ``--dump-state`` or ``--nan-loss`` of faulty_train), one
+    after the other in the same rank processes, so the launcher and the torch/DeepSpeed imports
+    are paid once. Runs whose run dir is in ``may_fail`` may exit non-zero (an exception: its
+    traceback in the output). The last run may take ``--kill-after-step`` or
+    ``--kill-during-save`` (then put it in ``may_fail``: the SIGKILL ends the job). A run failed
+    by streaming's shared-memory race is launched again once, with the runs after it (as
+    :func:`run_launched` launches a run again). ``launcher=False``: one plain ``python -m
+    many_runs`` process (a world of one, as :func:`run_train_module` runs one).
+
+    Returns each run dir's :class:`RunOutput`. Raises AssertionError with the output tails when
+    a run not in ``may_fail`` fails.
+    """
+    assert runs, "no runs"
+    results, proc, cmd = _launch_many_once(runs, num_gpus, may_fail, launcher, timeout)
+    # mosaicml-streaming's shared-memory prefix race with jobs of other checkouts (see
+    # run_launched): the run it failed and the runs after it are launched again, once
+    raced = [i for i, (_, d, _) in enumerate(runs) if _SHM_RACE.search(results[d].output)]
+    if raced:
+        again, proc, cmd = _launch_many_once(
+            runs[raced[0] :], num_gpus, may_fail, launcher, timeout
+        )
+        results |= again
+    failed = [d for d, r in results.items() if r.returncode != 0 and d not in may_fail]
+    if failed or (proc.returncode != 0 and runs[-1][1] not in may_fail):
+        tails = "".join(
+            f"--- {d} ---\n{r.output[-3000:]}\n" for d, r in results.items() if r.output
+        )
+        raise AssertionError(
+            f"launch failed ({proc.returncode}): {' '.join(cmd)}\n{tails}"
+            f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+        )
+    return results
+
+
+def _launch_many_once(
+    runs: list[tuple[Path, Path, tuple[str, ...]]],
+    num_gpus: int,
+    may_fail: frozenset[Path],
+    launcher: bool,
+    timeout: int,
+) -> tuple[dict[Path, RunOutput], subprocess.CompletedProcess[str], list[str]]:
+    """One job of :func:`launch_many`: its runs' outputs, the job's process and command."""
+    specs = []
+    for ds_config, run_dir, extra in runs:
+        argv = ["--deepspeed_config", str(ds_config), "--run-dir", str(run_dir), "--no-progress"]
+        log = run_dir.parent / f"{run_dir.name}.log"
+        for old in run_dir.parent.glob(f"{log.name}.rank*"):  # an earlier job's, same run dir
+            old.unlink()
+        specs.append({"argv": [*argv, *extra], "log": str(log), "may_fail": run_dir in may_fail})
+    first_config = runs[0][0]
+    spec_file = first_config.parent / f"many_runs_{runs[0][1].name}.json"
+    spec_file.write_text(json.dumps(specs, indent=1))
+    if launcher:
+        cmd = build_command(first_config, num_gpus=num_gpus, train_args=["--runs", str(spec_file)])
+        cmd[cmd.index("curriculum_ds.train")] = "many_runs"
+    else:
+        assert num_gpus == 1, "without the launcher: a world of one"
+        cmd = [sys.executable, "-m", "many_runs", "--runs", str(spec_file)]
+    proc = run_launched(cmd, cwd=first_config.parent, timeout=timeout, check=False)
+    results = {}
+    for _, run_dir, _ in runs:
+        logs = [run_dir.parent / f"{run_dir.name}.log.rank{r}" for r in range(num_gpus)]
+        codes = [int(c.read_text()) for log in logs if (c := Path(f"{log}.code")).exists()]
+        results[run_dir] = RunOutput(
+            # a run that never finished (killed, or not reached): the job's exit code
+            returncode=max(codes) if len(codes) == num_gpus else proc.returncode or -1,
+            output="".join(log.read_text() for log in logs if log.exists()),
+        )
+    return results, proc, cmd
 
 
 def launched_env() -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Issue 10: misuse of the public API is one CurriculumError line and changes nothing.
+"""Misuse of the public API is one CurriculumError line and changes nothing.
 
 One process (``python misuse_scenarios.py``: ``curriculum_ds.initialize`` makes a world of one)
 trains a small ``torch.nn.Module`` over a 2-phase schedule (GAS 2) and misuses the API on the way
@@ -7,6 +7,8 @@ trains a small ``torch.nn.Module`` over a 2-phase schedule (GAS 2) and misuses t
 run folder changed, no counter moved, and the loop carries on afterwards. A checkpoint whose
 completed phase was edited is refused naming that phase and field, and leaves the engine's
 weights as they were; the same checkpoint under the original config loads.
+
+From issue 10.
 """
 
 from __future__ import annotations

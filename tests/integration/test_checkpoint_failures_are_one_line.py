@@ -1,11 +1,15 @@
-"""Issue 13 item 4: every DeepSpeed checkpoint load or save failure is one line naming the
+"""Every DeepSpeed checkpoint load or save failure is one line naming the
 checkpoint, exit code 1, never a traceback (``python -m curriculum_ds.train``, one process,
 ZeRO-2 so that the optimizer state is a file of its own).
 
 A run writes ``global_step1`` and ``global_step2``; copies of it are then damaged and resumed
 with ``--resume auto``: ``latest`` naming a tag that is not there, an empty ``latest``, the
 model states truncated, the optimizer states missing or truncated. And a run whose checkpoints
-folder cannot be created fails at its first save with one line, ``latest`` never written.
+folder cannot be created fails at its first save with one line, ``latest`` never written. The
+failing runs share one process (``helpers.launch_many(launcher=False)``: each a whole
+``curriculum_ds.train.main``, as ``python -m curriculum_ds.train`` runs it).
+
+From issue 13, item 4.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import fixed_docs, make_dataset, run_train_module, write_ds_config
+from helpers import fixed_docs, launch_many, make_dataset, run_train_module, write_ds_config
 
 pytestmark = pytest.mark.distributed
 
@@ -28,8 +32,8 @@ def _run(cfg: Path, run_dir: Path, *extra: str) -> Any:
 
 
 def _one_error_line(proc: Any) -> str:
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.output[-3000:]
+    output = proc.output
     assert "Traceback" not in output, output[-3000:]
     errors = [line for line in output.splitlines() if line.startswith("curriculum_ds: error: ")]
     assert len(errors) == 1, output[-3000:]
@@ -91,31 +95,45 @@ DAMAGE: list[tuple[str, Callable[[Path], None], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("what", "damage", "line"), DAMAGE, ids=[d[0] for d in DAMAGE])
-def test_a_damaged_checkpoint_is_one_line(
-    base: tuple[Path, Path],
-    tmp_path: Path,
-    what: str,
-    damage: Callable[[Path], None],
-    line: str,
-) -> None:
+@pytest.fixture(scope="module")
+def failures(base: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every failing run of this module in one process (``helpers.launch_many`` without the
+    launcher, a world of one, as ``python -m curriculum_ds.train``): a copy of the base run
+    damaged by each of DAMAGE and resumed (``--resume auto``), and a run whose checkpoints
+    folder is a file (``"save"``). Returns ``{name: (checkpoints folder or run dir, output)}``.
+    """
     cfg, run_dir = base
-    copy = tmp_path / "run"
-    shutil.copytree(run_dir, copy)
-    ckpts = copy / "checkpoints"
-    damage(ckpts)
-    error = _one_error_line(_run(cfg, copy, "--resume", "auto"))
+    root = tmp_path_factory.mktemp("damaged")
+    runs, where = [], {}
+    for what, damage, _ in DAMAGE:
+        copy = root / what.replace(" ", "_") / "run"
+        shutil.copytree(run_dir, copy)
+        damage(copy / "checkpoints")
+        runs.append((cfg, copy, ("--resume", "auto")))
+        where[what] = copy / "checkpoints"
+    save = root / "save" / "run"
+    save.mkdir(parents=True)
+    (save / "checkpoints").write_text("a file where the checkpoints folder goes")
+    runs.append((cfg, save, ("--max-steps", "1")))
+    where["save"] = save
+    outputs = launch_many(
+        runs, num_gpus=1, launcher=False, may_fail=frozenset(run for _, run, _ in runs)
+    )
+    return {name: (path, outputs[runs[i][1]]) for i, (name, path) in enumerate(where.items())}
+
+
+@pytest.mark.parametrize(
+    ("what", "line"), [(d[0], d[2]) for d in DAMAGE], ids=[d[0] for d in DAMAGE]
+)
+def test_a_damaged_checkpoint_is_one_line(failures: dict[str, Any], what: str, line: str) -> None:
+    ckpts, proc = failures[what]
+    error = _one_error_line(proc)
     assert error.startswith(line.format(ck=ckpts)), error
 
 
-def test_a_save_that_fails_is_one_line_and_moves_no_latest(
-    base: tuple[Path, Path], tmp_path: Path
-) -> None:
-    cfg, _ = base
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    (run_dir / "checkpoints").write_text("a file where the checkpoints folder goes")
-    error = _one_error_line(_run(cfg, run_dir, "--max-steps", "1"))
+def test_a_save_that_fails_is_one_line_and_moves_no_latest(failures: dict[str, Any]) -> None:
+    run_dir, proc = failures["save"]
+    error = _one_error_line(proc)
     assert error.startswith(
         f"{run_dir / 'checkpoints' / 'global_step1'}: DeepSpeed could not write this checkpoint ("
     ), error

@@ -1,4 +1,4 @@
-"""Issue 14 items 4 and 5 on real 2-rank DeepSpeed runs on CPU (gloo).
+"""Checkpoint retention, export and the run's logs on real 2-rank DeepSpeed runs on CPU (gloo).
 
 * ``--keep-last 2`` over a run with a save every step leaves exactly 2 tags and a valid
   ``latest``; a run SIGKILLed while pruning (a tag renamed to trash, half removed) resumes with
@@ -10,6 +10,8 @@
 
 Every run goes through tests/integration/faulty_train.py (the reference loop plus
 ``--dump-state``/``--kill-during-prune``), its output redirected to a file by the shell.
+
+From issue 14, items 4 and 5.
 """
 
 from __future__ import annotations

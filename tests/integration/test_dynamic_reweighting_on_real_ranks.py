@@ -1,4 +1,4 @@
-"""Issue 6 items 2, 6 and 7 on real ranks: 2 CPU gloo ranks under the deepspeed launcher.
+"""Dynamic re-weighting on real ranks: 2 CPU gloo ranks under the deepspeed launcher.
 
 * Global and identical: with dynamic re-weighting on, rank 0 and rank 1 end with bit-identical
   probabilities, edges, window contents, latest per-sample losses and bucket assignments.
@@ -6,6 +6,8 @@
 * Checkpointed exactly (case C01, third part): a run killed after a checkpoint taken between two
   recomputes and resumed with ``--resume auto`` writes the same ``curriculum_history.jsonl`` and
   ends in the same dynamic state as the uninterrupted run.
+
+From issue 6, items 2, 6 and 7.
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from helpers import history, launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import (
+    history,
+    launch,
+    launch_many,
+    make_dataset,
+    metrics,
+    ragged_docs,
+    trace,
+    write_ds_config,
+)
 
 pytestmark = pytest.mark.distributed
 
@@ -25,8 +36,9 @@ KILL_AFTER = 7
 TRACE = ("--trace-samples",)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def _main_runs(tmp_path_factory):
+    """The 2-phase tok run, uninterrupted (``full``) and killed after step KILL_AFTER
+    (``killed``); the kill is launched here, the full run and the resume are left ``pending``."""
     root = tmp_path_factory.mktemp("dyn_e2e")
     short = make_dataset(root, "short", ragged_docs(300, seed=1, min_len=10, max_len=40))
     long = make_dataset(
@@ -64,14 +76,10 @@ def runs(tmp_path_factory):
     }
     cfg = write_ds_config(root / "ds.json", curriculum, train_micro_batch_size_per_gpu=4)
     full = root / "full"
-    launch(
+    full_run = (
         cfg,
         full,
-        *TRACE,
-        "--save-interval",
-        str(SAVE_INTERVAL),
-        "--dump-state",
-        str(root / "dump_full"),
+        (*TRACE, "--save-interval", str(SAVE_INTERVAL), "--dump-state", str(root / "dump_full")),
     )
     killed = root / "killed"
     proc = launch(
@@ -94,18 +102,40 @@ def runs(tmp_path_factory):
     # simulate a crash in the middle of writing a history line: the resume must drop it
     with open(killed / "curriculum_history.jsonl", "a", encoding="utf-8") as f:
         f.write('{"step": 99, "phase": 0, "weights": [0.2')
-    launch(
+    resume = (
         cfg,
         killed,
-        *TRACE,
-        "--save-interval",
-        str(SAVE_INTERVAL),
-        "--resume",
-        "auto",
-        "--dump-state",
-        str(root / "dump_resumed"),
+        (
+            *TRACE,
+            "--save-interval",
+            str(SAVE_INTERVAL),
+            "--resume",
+            "auto",
+            "--dump-state",
+            str(root / "dump_resumed"),
+        ),
     )
-    return {"root": root, "full": full, "killed": killed}
+    return {"root": root, "full": full, "killed": killed, "pending": [full_run, resume]}
+
+
+@pytest.fixture(scope="module")
+def all_runs(tmp_path_factory):
+    """The runs of :func:`_main_runs` and :func:`_boundary_runs`: the two kills are launches of
+    their own, the two uninterrupted runs and the two resumes then share one launched job
+    (``helpers.launch_many``)."""
+    main, boundary = _main_runs(tmp_path_factory), _boundary_runs(tmp_path_factory)
+    launch_many([*main.pop("pending"), *boundary.pop("pending")])
+    return {"main": main, "boundary": boundary}
+
+
+@pytest.fixture(scope="module")
+def runs(all_runs):
+    return all_runs["main"]
+
+
+@pytest.fixture(scope="module")
+def boundary_runs(all_runs):
+    return all_runs["boundary"]
 
 
 def _load(path):
@@ -234,8 +264,7 @@ def test_curve_of_the_real_run(runs, tmp_path):
     assert mpimg.imread(png).shape[:2] == (550, 1100)
 
 
-@pytest.fixture(scope="module")
-def boundary_runs(tmp_path_factory):
+def _boundary_runs(tmp_path_factory):
     """Phases of exactly 5 steps ("ep" units: 80 samples, global batch 16); a checkpoint at step 5
     lies exactly on the boundary, so the resumed run starts phase "b" from the checkpoint."""
     root = tmp_path_factory.mktemp("dyn_boundary")
@@ -276,15 +305,19 @@ def boundary_runs(tmp_path_factory):
     }
     cfg = write_ds_config(root / "ds.json", curriculum, train_micro_batch_size_per_gpu=4)
     full, killed = root / "full", root / "killed"
-    launch(cfg, full, *TRACE, "--save-interval", "5", "--dump-state", str(root / "dump_full"))
+    full_run = (
+        cfg,
+        full,
+        (*TRACE, "--save-interval", "5", "--dump-state", str(root / "dump_full")),
+    )
     proc = launch(
         cfg, killed, *TRACE, "--save-interval", "5", "--kill-after-step", "7", check=False
     )
     assert proc.returncode != 0, "the fault injection did not kill the run"
     assert [r["step"] for r in metrics(killed)] == list(range(1, 8)), proc.stderr[-3000:]
     assert (killed / "checkpoints" / "latest").read_text() == "global_step5"
-    launch(cfg, killed, *TRACE, "--resume", "auto", "--dump-state", str(root / "dump_resumed"))
-    return {"root": root, "full": full, "killed": killed}
+    resume = (cfg, killed, (*TRACE, "--resume", "auto", "--dump-state", str(root / "dump_resumed")))
+    return {"root": root, "full": full, "killed": killed, "pending": [full_run, resume]}
 
 
 def test_resume_on_a_phase_boundary_carries_the_weights(boundary_runs):

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from helpers import (
     launch,
+    launch_many,
     make_dataset,
     metrics,
     ragged_docs,
@@ -69,12 +70,29 @@ def _config(data: dict[str, Path], name: str, *, evaluation: bool) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(data: dict[str, Path]) -> dict[str, Path]:
+def runs(data: dict[str, Path]) -> dict[str, Any]:
+    """Eval on and eval off, uninterrupted; and an eval-on run SIGKILLed after step 7 (``latest``
+    step 6) and resumed. The kill is a launch of its own; the other three runs share one launched
+    job (``helpers.launch_many``)."""
     root = data["root"]
-    on, off = root / "on", root / "off"
-    launch(_config(data, "on", evaluation=True), on, "--trace-samples")
-    launch(_config(data, "off", evaluation=False), off, "--trace-samples")
-    return {"on": on, "off": off}
+    on, off, resumed = root / "on", root / "off", root / "resumed"
+    cfg = _config(data, "resume", evaluation=True)
+    killed = launch(cfg, resumed, "--save-interval", "6", "--kill-after-step", "7", check=False)
+    latest_after_kill = (resumed / "checkpoints" / "latest").read_text()
+    launch_many(
+        [
+            (_config(data, "on", evaluation=True), on, ("--trace-samples",)),
+            (_config(data, "off", evaluation=False), off, ("--trace-samples",)),
+            (cfg, resumed, ("--save-interval", "6", "--resume", "auto")),
+        ]
+    )
+    return {
+        "on": on,
+        "off": off,
+        "resumed": resumed,
+        "killed": killed,
+        "latest_after_kill": latest_after_kill,
+    }
 
 
 def _due_steps(rows: list[dict[str, Any]]) -> list[int]:
@@ -108,7 +126,7 @@ def _single_process_eval(model: Any, local: Path, num: int) -> tuple[float, int]
 
 
 def test_evals_are_due_at_intervals_and_phase_ends_and_match_one_process(
-    data: dict[str, Path], runs: dict[str, Path], tmp_path: Path
+    data: dict[str, Path], runs: dict[str, Any], tmp_path: Path
 ) -> None:
     from transformers import GPT2LMHeadModel
 
@@ -149,7 +167,7 @@ def test_evals_are_due_at_intervals_and_phase_ends_and_match_one_process(
     assert evals[0]["loss"] > last["loss"]
 
 
-def test_eval_on_draws_the_same_training_batches_as_eval_off(runs: dict[str, Path]) -> None:
+def test_eval_on_draws_the_same_training_batches_as_eval_off(runs: dict[str, Any]) -> None:
     on, off = runs["on"], runs["off"]
     assert trace(on) == trace(off)
     assert [r["loss"] for r in metrics(on)] == pytest.approx(
@@ -158,15 +176,10 @@ def test_eval_on_draws_the_same_training_batches_as_eval_off(runs: dict[str, Pat
     assert not (off / "eval.jsonl").exists()
 
 
-def test_a_resumed_run_writes_the_evals_of_the_uninterrupted_run(
-    data: dict[str, Path], runs: dict[str, Path], tmp_path: Path
-) -> None:
-    cfg = _config(data, "resume", evaluation=True)
-    run = tmp_path / "run"
-    killed = launch(cfg, run, "--save-interval", "6", "--kill-after-step", "7", check=False)
-    assert killed.returncode != 0
-    assert (run / "checkpoints" / "latest").read_text() == "global_step6"
-    launch(cfg, run, "--save-interval", "6", "--resume", "auto")
+def test_a_resumed_run_writes_the_evals_of_the_uninterrupted_run(runs: dict[str, Any]) -> None:
+    run = runs["resumed"]
+    assert runs["killed"].returncode != 0
+    assert runs["latest_after_kill"] == "global_step6"
 
     def losses(row: dict[str, Any]) -> list[float]:
         return [row["loss"], *(s["loss"] for s in row["streams"].values())]
@@ -183,7 +196,7 @@ def test_a_resumed_run_writes_the_evals_of_the_uninterrupted_run(
         assert losses(mine) == pytest.approx(losses(theirs), rel=1e-6)
 
 
-def test_the_report_of_a_real_run(runs: dict[str, Path]) -> None:
+def test_the_report_of_a_real_run(runs: dict[str, Any]) -> None:
     from click.testing import CliRunner
 
     from curriculum_ds.cli import main

@@ -1,9 +1,11 @@
-"""Issue 13 item 6: ``bench/gpu_check.sh --dry-run`` runs on CPU and reports every step.
+"""``bench/gpu_check.sh --dry-run`` runs on CPU and reports every step.
 
 The dry run is the GPU check without CUDA: the in-process part of the dynamic-overhead benchmark
 and the kernel benchmark at their smallest sizes; the CUDA steps (the demo and the token-loss
 exactness tests on NCCL ranks) are skipped and say why. Its summary has one line per step, and
 it exits 0.
+
+From issue 13, item 6.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 4 items 5 and 6 through real 2-rank DeepSpeed runs on CPU (gloo).
+"""Kill -9 and resume, and the resume rules, through real 2-rank DeepSpeed runs on CPU (gloo).
 
 * Resume reproduces the uninterrupted run: a run killed (SIGKILL) while writing the checkpoint
   of step 6 keeps ``latest`` at step 3; resumed from it and killed right after step 7, then
@@ -9,8 +9,11 @@
   DeepSpeed checkpoint without curriculum state starts the schedule at phase 0 and keeps the
   step count. ``curriculum-ds validate --resume-from`` gives the same verdicts without training.
 
-The runs are built once by :func:`resume_scenario` and shared with
-test_case_c01_resume_leaves_global_rngs_alone.py.
+The runs are built once by :func:`resume_scenario` (in 3 launched jobs, ``helpers.launch_many``)
+and shared with
+test_resume_leaves_global_rngs_alone.py.
+
+From issue 4, items 5 and 6.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from helpers import (
     REPO,
     history,
     launch,
+    launch_many,
     make_dataset,
     metrics,
     ragged_docs,
@@ -101,7 +105,8 @@ def resume_scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     A: ``--save-interval 3 --trace-samples --dump-state``. B: killed while saving step 6
     (``latest`` stays at step 3), resumed with ``--resume auto`` and killed right after step 7
-    (``latest`` is then step 6), resumed again to the end with ``--dump-state``.
+    (``latest`` is then step 6), resumed again to the end with ``--dump-state``. And the runs of
+    :func:`_continuations`. Each SIGKILL is the last run of its job.
     """
     base = tmp_path_factory.getbasetemp() / "resume_scenario"
     if base in _SCENARIOS:
@@ -116,15 +121,29 @@ def resume_scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cfg = _write_config(base / "ds.json", curriculum)
     a, b = base / "A", base / "B"
     common = ["--save-interval", str(SAVE_INTERVAL), "--trace-samples"]
-    launch(cfg, a, *common, "--dump-state", str(a / "dump"))
-    first = launch(cfg, b, *common, "--kill-during-save", "6", check=False)
+    # job 1: A, then B killed while saving step 6 (the SIGKILL ends the job)
+    first = launch_many(
+        [
+            (cfg, a, (*common, "--dump-state", str(a / "dump"))),
+            (cfg, b, (*common, "--kill-during-save", "6")),
+        ],
+        may_fail=frozenset({b}),
+    )[b]
     after_first = {
         "rc": first.returncode,
         "latest": (b / "checkpoints" / "latest").read_text(),
         "trace_steps": [r["step"] for r in trace(b)],
         "has_tag6": (b / "checkpoints" / "global_step6").is_dir(),
     }
-    second = launch(cfg, b, *common, "--resume", "auto", "--kill-after-step", "7", check=False)
+    # job 2: the resume-rule runs (from A's checkpoints), then B resumed and killed after step 7
+    runs, continuations = _continuations(base, curriculum, cfg, a)
+    outputs = launch_many(
+        [*runs.values(), (cfg, b, (*common, "--resume", "auto", "--kill-after-step", "7"))],
+        may_fail=frozenset({runs["refused"][1], b}),
+    )
+    for name, run in runs.items():
+        continuations[name]["output"] = outputs[run[1]]
+    second = outputs[b]
     after_second = {
         "rc": second.returncode,
         "latest": (b / "checkpoints" / "latest").read_text(),
@@ -143,6 +162,7 @@ def resume_scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "third": third,
         "short": short,
         "long": long,
+        "continuations": continuations,
     }
     _SCENARIOS[base] = result
     return result
@@ -222,9 +242,10 @@ def _ckpt_copy(src_ckpts: Path, tag: str, dest: Path) -> Path:
     return dest
 
 
-def _mid_phase1_tag(scenario) -> tuple[str, dict[str, Any]]:
-    """The last checkpoint of A that is inside phase 1 ("mix"), past its first step."""
-    a_ckpts = scenario["A"] / "checkpoints"
+def _mid_phase1_tag_of(a: Path) -> tuple[str, dict[str, Any]]:
+    """The last checkpoint of A (run dir ``a``) that is inside phase 1 ("mix"), past its first
+    step."""
+    a_ckpts = a / "checkpoints"
     found = None
     for step in range(SAVE_INTERVAL, 100, SAVE_INTERVAL):
         if not (a_ckpts / f"global_step{step}").is_dir():
@@ -245,11 +266,8 @@ def _error_lines(stderr: str) -> list[str]:
 
 
 def test_completed_phase_edited_is_refused_in_one_line(scenario, tmp_path):
-    tag, _ = _mid_phase1_tag(scenario)
-    ckpts = _ckpt_copy(scenario["A"] / "checkpoints", tag, tmp_path / "run" / "checkpoints")
-    edited = copy.deepcopy(scenario["curriculum"])
-    edited["schedule"][0]["train_loader"]["streams"][0]["proportion"] = 0.5
-    cfg = _write_config(tmp_path / "ds.json", edited)
+    refused = scenario["continuations"]["refused"]
+    ckpts, cfg, run_dir = refused["ckpts"], refused["cfg"], refused["ckpts"].parent
 
     # validate --resume-from: the same verdict, without training
     result = _validate(cfg, ckpts)
@@ -258,14 +276,14 @@ def test_completed_phase_edited_is_refused_in_one_line(scenario, tmp_path):
     assert 'curriculum.schedule[0] ("short").train_loader.streams[0].proportion' in msg
     assert "Traceback" not in result.output
 
-    proc = launch(cfg, tmp_path / "run", "--resume", "auto", check=False)
+    proc = refused["output"]  # launched with --resume auto (in the scenario's last job)
     assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr + proc.stdout
-    lines = _error_lines(proc.stderr)
-    assert len(lines) == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.output
+    lines = _error_lines(proc.output)  # both ranks' output: one line, from rank 0
+    assert len(lines) == 1, proc.output[-3000:]
     assert 'curriculum.schedule[0] ("short").train_loader.streams[0].proportion' in lines[0]
     assert "is complete and cannot change" in lines[0]
-    assert not (tmp_path / "run" / "metrics.jsonl").exists() or not metrics(tmp_path / "run")
+    assert not (run_dir / "metrics.jsonl").exists() or not metrics(run_dir)
 
     # the other completed-phase fields are refused the same way (validate: no training)
     for field, edit in [
@@ -294,29 +312,19 @@ def test_completed_phase_edited_is_refused_in_one_line(scenario, tmp_path):
         assert f'curriculum.schedule[0] ("short").{field}' in result.output.strip().splitlines()[-1]
 
 
-def test_current_phase_extended_and_phase_appended_are_used(scenario, tmp_path):
-    tag, saved = _mid_phase1_tag(scenario)
-    ckpts = _ckpt_copy(scenario["A"] / "checkpoints", tag, tmp_path / "run" / "checkpoints")
-    step = int(saved["global_step"])
-    extended = copy.deepcopy(scenario["curriculum"])
-    extended["schedule"][1]["duration"] = "2600tok"  # raised above what it consumed
-    extended["schedule"].append(
-        {
-            "name": "extra",
-            "duration": "600tok",
-            "train_loader": {"streams": [{"local": str(scenario["long"])}], "max_seq_len": 96},
-        }
-    )
-    extended["max_duration"] = "4700tok"
-    cfg = _write_config(tmp_path / "ds.json", extended)
+def test_current_phase_extended_and_phase_appended_are_used(scenario):
+    extended = scenario["continuations"]["extended"]
+    ckpts, cfg, step = extended["ckpts"], extended["cfg"], extended["step"]
+    run_dir = extended["run"]
 
     result = _validate(cfg, ckpts)
     assert result.exit_code == 0, result.output
     assert "OK" in result.output
     assert "phase 1 ('mix')" in result.output
 
-    launch(cfg, tmp_path / "run", "--resume", "auto", "--trace-samples")
-    rows = metrics(tmp_path / "run")
+    # launched with --resume auto --trace-samples (in the scenario's last job)
+    assert extended["output"].returncode == 0
+    rows = metrics(run_dir)
     assert rows[0]["step"] == step + 1
     phases = [r["phase_name"] for r in rows]
     assert phases[0] == "mix"
@@ -329,7 +337,7 @@ def test_current_phase_extended_and_phase_appended_are_used(scenario, tmp_path):
     assert rows[-1]["tokens"] < 4700 + GLOBAL_BATCH * 96
     # the continuation of "mix" is the uninterrupted run's, as far as that run went
     a_trace = {r["step"]: r for r in trace(scenario["A"])}
-    resumed = trace(tmp_path / "run")
+    resumed = trace(run_dir)
     overlap = [r for r in resumed if r["step"] in a_trace]
     assert overlap
     assert all(r == a_trace[r["step"]] for r in overlap)
@@ -366,20 +374,88 @@ NO_CURRICULUM_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_checkpoint_without_curriculum_starts_at_phase0_and_keeps_the_step(scenario, tmp_path):
+def _edited_curriculum(curriculum: dict[str, Any]) -> dict[str, Any]:
+    """A completed phase edited: phase 0's stream proportion."""
+    edited = copy.deepcopy(curriculum)
+    edited["schedule"][0]["train_loader"]["streams"][0]["proportion"] = 0.5
+    return edited
+
+
+def _extended_curriculum(curriculum: dict[str, Any], long: Path) -> dict[str, Any]:
+    """The current phase's duration raised above what it consumed, and a phase appended."""
+    extended = copy.deepcopy(curriculum)
+    extended["schedule"][1]["duration"] = "2600tok"  # raised above what it consumed
+    extended["schedule"].append(
+        {
+            "name": "extra",
+            "duration": "600tok",
+            "train_loader": {"streams": [{"local": str(long)}], "max_seq_len": 96},
+        }
+    )
+    extended["max_duration"] = "4700tok"
+    return extended
+
+
+Run = tuple[Path, Path, tuple[str, ...]]  # (ds_config, run_dir, extra args) of launch_many
+
+
+def _continuations(
+    base: Path, curriculum: dict[str, Any], cfg: Path, a: Path
+) -> tuple[dict[str, Run], dict[str, dict[str, Any]]]:
+    """The resume-rule runs, resumed from A's mid-phase-1 checkpoint (a copy) or from a plain
+    DeepSpeed checkpoint: ``({name: run}, {name: details})``; the runs are for launch_many.
+
+    * ``extended``: :func:`_extended_curriculum`, ``--resume auto --trace-samples``;
+    * ``plain``: the checkpoint NO_CURRICULUM_SCRIPT writes (6 steps, no curriculum state),
+      ``--resume CKPTS --trace-samples``; left out when the script fails (its test says why);
+    * ``refused``: :func:`_edited_curriculum`, ``--resume auto`` (refused: last, may fail).
+    """
+    tag, saved = _mid_phase1_tag_of(a)
+    runs: dict[str, Run] = {}
+    details: dict[str, dict[str, Any]] = {}
+    root = base / "extended"
+    _ckpt_copy(a / "checkpoints", tag, root / "run" / "checkpoints")
+    # validate reads a copy of its own: the run adds its checkpoints to the other one
+    ckpts = _ckpt_copy(a / "checkpoints", tag, root / "validate" / "checkpoints")
+    ext_cfg = _write_config(root / "ds.json", _extended_curriculum(curriculum, base / "long"))
+    runs["extended"] = (ext_cfg, root / "run", ("--resume", "auto", "--trace-samples"))
+    details["extended"] = {
+        "ckpts": ckpts,
+        "cfg": ext_cfg,
+        "step": int(saved["global_step"]),
+        "run": root / "run",
+    }
+
+    root = base / "plain"
+    root.mkdir()
     steps = 6  # a multiple of the recompute interval: the re-weighting runs as in A, shifted
-    script = tmp_path / "write_plain_ckpt.py"
+    script = root / "write_plain_ckpt.py"
     script.write_text(NO_CURRICULUM_SCRIPT)
-    ckpts = tmp_path / "plain_ckpts"
+    plain_ckpts = root / "plain_ckpts"
     env = launcher_env(cuda=False)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, str(script), str(scenario["cfg"]), str(ckpts), str(steps)],
+        [sys.executable, str(script), str(cfg), str(plain_ckpts), str(steps)],
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
+    details["plain"] = {"proc": proc, "ckpts": plain_ckpts, "steps": steps, "run": root / "run"}
+    if proc.returncode == 0:
+        runs["plain"] = (cfg, root / "run", ("--resume", str(plain_ckpts), "--trace-samples"))
+
+    root = base / "refused"
+    ckpts = _ckpt_copy(a / "checkpoints", tag, root / "run" / "checkpoints")
+    edited_cfg = _write_config(root / "ds.json", _edited_curriculum(curriculum))
+    runs["refused"] = (edited_cfg, root / "run", ("--resume", "auto"))
+    details["refused"] = {"ckpts": ckpts, "cfg": edited_cfg}
+    return runs, details
+
+
+def test_checkpoint_without_curriculum_starts_at_phase0_and_keeps_the_step(scenario):
+    plain = scenario["continuations"]["plain"]
+    proc, ckpts, steps, run_dir = plain["proc"], plain["ckpts"], plain["steps"], plain["run"]
     assert proc.returncode == 0, proc.stderr[-4000:]
     tag, saved = read_curriculum_state(ckpts)
     assert tag == f"global_step{steps}"
@@ -390,8 +466,8 @@ def test_checkpoint_without_curriculum_starts_at_phase0_and_keeps_the_step(scena
     assert "no curriculum state" in result.output
     assert "phase 0 ('short')" in result.output
 
-    run_dir = tmp_path / "run"
-    launch(scenario["cfg"], run_dir, "--resume", str(ckpts), "--trace-samples")
+    # launched with --resume CKPTS --trace-samples (in the scenario's last job)
+    assert plain["output"].returncode == 0
     rows = metrics(run_dir)
     assert rows[0]["step"] == steps + 1
     assert rows[0]["phase_name"] == "short"

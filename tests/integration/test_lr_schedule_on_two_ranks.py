@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import launch, make_dataset, metrics, ragged_docs, write_ds_config
+from helpers import launch, launch_many, make_dataset, metrics, ragged_docs, write_ds_config
 
 pytestmark = pytest.mark.distributed
 
@@ -102,31 +102,54 @@ def _check_rows(kind: str, rows: list[dict[str, Any]]) -> None:
     assert rows[-2]["lr"] > PEAK * RATIO
 
 
-@pytest.mark.parametrize("kind", ["cosine", "linear"])
-def test_lr_follows_the_closed_form_at_each_steps_end_progress(
-    data: dict[str, Path], tmp_path: Path, kind: str
-) -> None:
-    cfg = _config(
-        data, {"type": kind, "warmup": f"{WARMUP}tok", "min_lr_ratio": RATIO}, f"ds_{kind}"
-    )
-    launch(cfg, tmp_path / "run")
-    _check_rows(kind, metrics(tmp_path / "run"))
+@pytest.fixture(scope="module")
+def lr_runs(data: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The cosine and linear runs, and the wsd run killed (SIGKILL) after step 13 and resumed.
 
-
-def test_wsd_last_phase_across_a_kill_and_resume(data: dict[str, Path], tmp_path: Path) -> None:
-    cfg = _config(
+    The kill is a launch of its own; the cosine and linear runs and the wsd resume then share
+    one launched job (``helpers.launch_many``). Returns the run dirs by kind, and the killed
+    launch with what it left (``latest``, the last step logged).
+    """
+    root = tmp_path_factory.mktemp("lr_runs")
+    wsd = _config(
         data,
         {"type": "wsd", "warmup": f"{WARMUP}tok", "decay": "last_phase", "min_lr_ratio": RATIO},
         "ds_wsd",
         zero_optimization={"stage": 1},
     )
-    run_dir = tmp_path / "run"
+    runs = {kind: root / kind for kind in ("cosine", "linear", "wsd")}
     common = ("--save-interval", "4")
-    killed = launch(cfg, run_dir, *common, "--kill-after-step", "13", check=False)
-    assert killed.returncode != 0  # SIGKILL after step 13
-    assert (run_dir / "checkpoints" / "latest").read_text() == "global_step12"
-    assert max(r["step"] for r in metrics(run_dir)) == 13
-    launch(cfg, run_dir, *common, "--resume", "auto")
+    killed = launch(wsd, runs["wsd"], *common, "--kill-after-step", "13", check=False)
+    after_kill = {
+        "latest": (runs["wsd"] / "checkpoints" / "latest").read_text(),
+        "last_step": max(r["step"] for r in metrics(runs["wsd"])),
+    }
+    schedules = [
+        (
+            _config(
+                data, {"type": kind, "warmup": f"{WARMUP}tok", "min_lr_ratio": RATIO}, f"ds_{kind}"
+            ),
+            runs[kind],
+            (),
+        )
+        for kind in ("cosine", "linear")
+    ]
+    launch_many([*schedules, (wsd, runs["wsd"], (*common, "--resume", "auto"))])
+    return {"runs": runs, "killed": killed, "after_kill": after_kill}
+
+
+@pytest.mark.parametrize("kind", ["cosine", "linear"])
+def test_lr_follows_the_closed_form_at_each_steps_end_progress(
+    lr_runs: dict[str, Any], kind: str
+) -> None:
+    _check_rows(kind, metrics(lr_runs["runs"][kind]))
+
+
+def test_wsd_last_phase_across_a_kill_and_resume(lr_runs: dict[str, Any]) -> None:
+    run_dir = lr_runs["runs"]["wsd"]
+    assert lr_runs["killed"].returncode != 0  # SIGKILL after step 13
+    assert lr_runs["after_kill"]["latest"] == "global_step12"
+    assert lr_runs["after_kill"]["last_step"] == 13
     rows = metrics(run_dir)
     _check_rows("wsd", rows)
     # the stable part and the decay over the last phase are both in the run, and the resumed

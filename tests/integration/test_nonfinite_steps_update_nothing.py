@@ -1,4 +1,4 @@
-"""Issue 13 item 3 through real 2-rank DeepSpeed runs on CPU (gloo): non-finite steps.
+"""Non-finite steps update nothing, through real 2-rank DeepSpeed runs on CPU (gloo).
 
 A NaN loss injected on ONE rank at step 3 (``faulty_train --nan-loss 1:3``, NaN logits in that
 rank's first micro-batch): every rank skips the update, so the checkpoint of step 3 holds the
@@ -8,6 +8,11 @@ strict JSON, and the run goes on to the end, updating again from step 4. Under Z
 DeepSpeed has no check of its own), 2 and 3 in fp32, and ZeRO 2 in bf16. With
 ``curriculum.max_consecutive_nonfinite`` steps in a row the run stops with one line, exit code 1,
 and ``latest`` stays at the last checkpoint written before the limit.
+
+The runs share one launched job (``helpers.launch_many``): each run a whole
+``curriculum_ds.train.main`` with its own config and engine, the NaN injection put back after it.
+
+From issue 13, item 3.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import fixed_docs, launch, make_dataset, write_ds_config
+from helpers import fixed_docs, launch_many, make_dataset, write_ds_config
 
 from curriculum_ds.records.jsonl import read_jsonl
 
@@ -93,20 +98,42 @@ def _num_tensors(obj: Any) -> int:
     return 0
 
 
-@pytest.mark.parametrize(
-    ("stage", "bf16"), [(0, False), (2, False), (3, False), (2, True)], ids=str
-)
+SPLITS = [(0, False), (2, False), (3, False), (2, True)]  # (ZeRO stage, bf16)
+
+
+@pytest.fixture(scope="module")
+def nan_runs(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[Any, Any]:
+    """Every run of this module in one launched job (``helpers.launch_many``): NaN on rank 1 at
+    step 3 under each of SPLITS (``{(stage, bf16): run dir}``), and, last, NaN on rank 0 at
+    steps 2 and 3 with ``max_consecutive_nonfinite`` 2 (``"consecutive"``: its run dir and
+    output; it exits 1)."""
+    root = tmp_path_factory.mktemp("nonfinite")
+    runs = []
+    dirs: dict[Any, Any] = {}
+    for stage, bf16 in SPLITS:
+        name = f"zero{stage}_{'bf16' if bf16 else 'fp32'}"
+        cfg = write_ds_config(
+            root / f"{name}.json",
+            _curriculum(data, 5),
+            zero_optimization={"stage": stage},
+            bf16={"enabled": bf16},
+        )
+        dirs[(stage, bf16)] = root / name
+        runs.append((cfg, root / name, ("--save-interval", "1", "--nan-loss", "1:3")))
+    cur = _curriculum(data, 6, max_consecutive_nonfinite=2)
+    cfg = write_ds_config(root / "consecutive.json", cur)
+    consecutive = root / "consecutive"
+    runs.append((cfg, consecutive, ("--save-interval", "1", "--nan-loss", "0:2,3")))
+    outputs = launch_many(runs, may_fail=frozenset({consecutive}))
+    dirs["consecutive"] = (consecutive, outputs[consecutive])
+    return dirs
+
+
+@pytest.mark.parametrize(("stage", "bf16"), SPLITS, ids=str)
 def test_nan_on_one_rank_updates_nothing_anywhere(
-    tmp_path: Path, data: Path, stage: int, bf16: bool
+    nan_runs: dict[Any, Any], stage: int, bf16: bool
 ) -> None:
-    cfg = write_ds_config(
-        tmp_path / "ds.json",
-        _curriculum(data, 5),
-        zero_optimization={"stage": stage},
-        bf16={"enabled": bf16},
-    )
-    run = tmp_path / "run"
-    launch(cfg, run, "--save-interval", "1", "--nan-loss", "1:3")
+    run = nan_runs[(stage, bf16)]
 
     rows = _strict_rows(run / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
@@ -139,14 +166,10 @@ def test_nan_on_one_rank_updates_nothing_anywhere(
     assert at[model]["global_steps"] == 3  # DeepSpeed's counter moved with the step
 
 
-def test_consecutive_nonfinite_steps_stop_the_run(tmp_path: Path, data: Path) -> None:
-    cur = _curriculum(data, 6, max_consecutive_nonfinite=2)
-    cfg = write_ds_config(tmp_path / "ds.json", cur)
-    run = tmp_path / "run"
-    proc = launch(cfg, run, "--save-interval", "1", "--nan-loss", "0:2,3", check=False)
-
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    output = proc.stdout + proc.stderr
+def test_consecutive_nonfinite_steps_stop_the_run(nan_runs: dict[Any, Any]) -> None:
+    run, proc = nan_runs["consecutive"]
+    assert proc.returncode == 1, proc.output[-3000:]
+    output = proc.output  # both ranks'
     assert "Traceback" not in output
     errors = [line for line in output.splitlines() if "curriculum_ds: error" in line]
     assert errors == [

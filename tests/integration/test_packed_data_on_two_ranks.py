@@ -1,10 +1,12 @@
-"""Issue 12 part 1 on real ranks: a 2-rank run trains on packed data with dynamic re-weighting on.
+"""A 2-rank run trains on packed data with dynamic re-weighting on.
 
 Two packed streams (rows of 32 and of 64 tokens) over a 2-phase schedule (``max_seq_len`` 32,
 then 64) under the deepspeed launcher on 2 CPU gloo ranks, re-weighting every 2 steps. A packed
 row is one sample: every traced sample is a full row (or the dataset's last row), the step's
 counted tokens are the traced rows' tokens, and the loss covers every token of every row (each
 row of L tokens bears L - 1 loss tokens: no padding, no mask inside the row).
+
+From issue 12, part 1.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 4 items 2-4 through real DeepSpeed runs on CPU ranks (gloo).
+"""Phase swaps through real DeepSpeed runs on CPU ranks (gloo).
 
 * Rank-split invariance: 1 rank x GAS 4 and 2 ranks x GAS 2 (same micro-batch size) give the
   same sample trace over a multi-phase schedule.
@@ -8,6 +8,8 @@
 * Epochs: an ``ep`` schedule switches phase at the first step whose passes reach the boundary,
   each pass visits every sample once and the next pass is reshuffled; a ``tok`` phase longer
   than one pass of its data goes on into further passes.
+
+From issue 4, items 2-4.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import launch, launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
 
 from curriculum_ds.data import read_stream_info
 
@@ -36,7 +38,9 @@ def _num_tokens(local: Path, max_seq_len: int) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def tok_runs(tmp_path_factory):
-    """The same 3-phase tok schedule on 2 ranks x GAS 2 and on 1 rank x GAS 4."""
+    """The same 3-phase tok schedule on 2 ranks x GAS 2 and on 1 rank x GAS 4; and the run of
+    :func:`ep_run` (launched with the 2-rank tok run: ``helpers.launch_many``)."""
+    ep_config, ep_run_dir = _ep_config(tmp_path_factory)
     root = tmp_path_factory.mktemp("sched_tok")
     small = make_dataset(root, "small", ragged_docs(30, seed=1, min_len=10, max_len=40))
     big = make_dataset(
@@ -84,9 +88,18 @@ def tok_runs(tmp_path_factory):
     )
     two = root / "two_ranks"
     one = root / "one_rank"
-    launch(cfg2, two, "--trace-samples")
+    launch_many(
+        [(cfg2, two, ("--trace-samples",)), (ep_config, ep_run_dir, ("--trace-samples",))]
+    )  # with the ep run: one launched job on 2 ranks
     launch(cfg1, one, "--trace-samples", num_gpus=1)
-    return {"two": two, "one": one, "small": small, "big": big, "curriculum": curriculum}
+    return {
+        "two": two,
+        "one": one,
+        "small": small,
+        "big": big,
+        "curriculum": curriculum,
+        "ep_run": ep_run_dir,
+    }
 
 
 def test_trace_independent_of_rank_split(tok_runs):
@@ -152,9 +165,9 @@ A_SAMPLES = 20
 B_SAMPLES = 20
 
 
-@pytest.fixture(scope="module")
-def ep_run(tmp_path_factory):
-    """ep schedule [first "1ep" over a, second "1.5ep" over b], 2 ranks, global batch 8."""
+def _ep_config(tmp_path_factory):
+    """ep schedule [first "1ep" over a, second "1.5ep" over b], 2 ranks, global batch 8: the
+    config and the run dir."""
     root = tmp_path_factory.mktemp("sched_ep")
     a = make_dataset(root, "a", ragged_docs(A_SAMPLES, seed=3, min_len=10, max_len=30))
     b = make_dataset(root, "b", ragged_docs(B_SAMPLES, seed=4, min_len=10, max_len=30))
@@ -182,9 +195,13 @@ def ep_run(tmp_path_factory):
         train_micro_batch_size_per_gpu=MICRO,
         gradient_accumulation_steps=2,
     )
-    run_dir = root / "run"
-    launch(cfg, run_dir, "--trace-samples")
-    return run_dir
+    return cfg, root / "run"
+
+
+@pytest.fixture(scope="module")
+def ep_run(tok_runs):
+    """The run of :func:`_ep_config` (run by :func:`tok_runs`)."""
+    return tok_runs["ep_run"]
 
 
 def test_ep_phase_switch_at_first_step_reaching_the_boundary(ep_run):

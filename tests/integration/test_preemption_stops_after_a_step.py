@@ -1,4 +1,4 @@
-"""Issue 13 item 2 through real 2-rank DeepSpeed runs on CPU (gloo): SIGTERM is a preemption.
+"""SIGTERM is a preemption, through real 2-rank DeepSpeed runs on CPU (gloo).
 
 One run ("B") is preempted twice and resumed with ``--resume auto`` each time:
 
@@ -11,6 +11,8 @@ One run ("B") is preempted twice and resumed with ``--resume auto`` each time:
 3. the last resume runs to the end.
 
 Its sample trace, losses and re-weighting history equal the uninterrupted run A's, step for step.
+
+From issue 13, item 2.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pytest
 from helpers import (
     history,
     launch,
+    launch_many,
     launched_env,
     make_dataset,
     metrics,
@@ -91,7 +94,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     data = make_dataset(root, "d", ragged_docs(64, seed=4, max_len=46), max_seq_len=48)
     cfg = write_ds_config(root / "ds.json", _curriculum(data), zero_optimization={"stage": 1})
     a, b = root / "A", root / "B"
-    launch(cfg, a, "--trace-samples")
     first = launch(cfg, b, "--trace-samples", "--sigterm-at", "1:3")
     after_first = {
         "latest": (b / "checkpoints" / "latest").read_text(),
@@ -102,7 +104,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "latest": (b / "checkpoints" / "latest").read_text(),
         "steps": [r["step"] for r in metrics(b)],
     }
-    third = launch(cfg, b, "--resume", "auto", "--trace-samples")
+    # the uninterrupted run A and B's last resume share one launched job (launch_many)
+    outputs = launch_many(
+        [(cfg, a, ("--trace-samples",)), (cfg, b, ("--resume", "auto", "--trace-samples"))]
+    )
+    third = outputs[b]
     return {
         "A": a,
         "B": b,
@@ -134,7 +140,7 @@ def test_sigterm_to_the_launcher_checkpoints_the_step_and_exits_0(runs: dict[str
 
 def test_continuation_equals_the_uninterrupted_run(runs: dict[str, Any]) -> None:
     assert runs["third"].returncode == 0
-    assert "finished at step 14" in runs["third"].stdout
+    assert "finished at step 14" in runs["third"].output
     a, b = runs["A"], runs["B"]
     assert len(trace(a)) == NUM_STEPS
     assert trace(b) == trace(a)  # step for step, sample for sample

@@ -1,6 +1,6 @@
-"""Issue 10: the user-loop script of ``docs/own-loop.md`` ("A complete script") runs as printed.
+"""The user-loop script of ``docs/own-loop.md`` ("A complete script") runs as printed.
 
-The script moved there from the README (issue 18). The fenced block after the
+The script moved there from the README. The fenced block after the
 ``<!-- my_loop.py: ... -->`` comment is written to ``my_loop.py`` and launched as the page says
 (``deepspeed --num_gpus 2 my_loop.py --deepspeed_config ds.json --run-dir ...``) on 2 CPU gloo
 ranks over a 2-phase token schedule (1000 + 2000 tokens, global batch 8). Its ``metrics.jsonl``
@@ -9,6 +9,8 @@ must be the schedule: every step's token count equals the global batch the sched
 1000), the run ends at the first step reaching 3000, and the script's checkpoint cadence left
 ``latest`` on the last step. A second launch of the same command resumes from that checkpoint and
 trains nothing more.
+
+From issues 10 and 18.
 """
 
 from __future__ import annotations

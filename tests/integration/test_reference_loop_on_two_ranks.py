@@ -1,4 +1,7 @@
-"""Issue 2: a real 2-rank curriculum run under the deepspeed launcher on CPU (gloo)."""
+"""A real 2-rank curriculum run under the deepspeed launcher on CPU (gloo).
+
+From issue 2.
+"""
 
 from __future__ import annotations
 
@@ -80,7 +83,8 @@ def test_two_phase_run_switches_at_the_exact_boundary(two_phase_run):
     assert "finished at step" in proc.stdout
 
 
-def test_case_c08_module_flag_and_local_rank(two_phase_run, monkeypatch):
+def test_module_flag_and_local_rank(two_phase_run, monkeypatch):
+    """Case C08: the launcher runs ``--module`` and hands each rank ``--local_rank=K``."""
     _, proc = two_phase_run
     # the launcher was called with --module (never -m) and appended --local_rank=K
     cmd = build_command(Path("ds.json"), num_gpus=2, master_port=1234)
@@ -145,7 +149,8 @@ def test_torchrun_gives_the_same_steps_as_the_deepspeed_launcher(two_phase_run, 
 
 
 @pytest.mark.parametrize("value", ["abc", "", " "])
-def test_case_c08_invalid_local_rank_env_is_one_line(monkeypatch, capsys, value):
+def test_invalid_local_rank_env_is_one_line(monkeypatch, capsys, value):
+    """Case C08: a bad ``LOCAL_RANK`` is refused in one line."""
     from curriculum_ds.distributed import LocalRankError
     from curriculum_ds.train import main
 

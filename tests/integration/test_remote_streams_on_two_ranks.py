@@ -1,8 +1,9 @@
-"""Issue 12 part 3 acceptance: a 2-rank run streams a 2-phase schedule from a local S3 server.
+"""A 2-rank run streams a 2-phase schedule from a local S3 server.
 
 A moto S3 server started by the test (tests/object_store.py) holds the two prepared streams;
 the ranks read them through mosaicml-streaming into per-stream cache folders. Run A trains on
-the local copy of the same data, uninterrupted. Run B trains from S3:
+the local copy of the same data, uninterrupted (in one launched job with B's last resume). Run
+B trains from S3:
 
 1. the "long" stream's shard on S3 is corrupted at its recorded size, so ``validate`` passes
    and its download fails the recorded sha1 when phase "mix" first reads it: one line naming
@@ -12,6 +13,8 @@ the local copy of the same data, uninterrupted. Run B trains from S3:
 
 B's sample trace equals A's, step for step. With the S3 server stopped, a launch fails before
 training with one line naming the stream.
+
+From issue 12, part 3.
 """
 
 from __future__ import annotations
@@ -22,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import launch, make_dataset, metrics, ragged_docs, trace, two_phase_curriculum
+from helpers import (
+    launch,
+    launch_many,
+    make_dataset,
+    metrics,
+    ragged_docs,
+    trace,
+    two_phase_curriculum,
+)
 from helpers import write_ds_config as write_config
 from object_store import s3_server, upload_folder
 
@@ -55,7 +66,7 @@ def scenario(tmp_path_factory) -> dict[str, Any]:
     curriculum["seed"] = 11
     a, b = base / "A", base / "B"
     common = ["--save-interval", str(SAVE_INTERVAL), "--trace-samples"]
-    launch(write_config(base / "local.json", curriculum), a, *common)
+    local_cfg = write_config(base / "local.json", curriculum)
 
     mp = pytest.MonkeyPatch()
     try:
@@ -83,7 +94,9 @@ def scenario(tmp_path_factory) -> dict[str, Any]:
             resume = [*common, "--resume", "auto"]
             killed = launch(cfg, b, *resume, "--kill-after-step", "7", check=False)
             latest_killed = (b / "checkpoints" / "latest").read_text()
-            resumed = launch(cfg, b, *resume)
+            # the local run A and B's last resume share one launched job (launch_many)
+            outputs = launch_many([(local_cfg, a, tuple(common)), (cfg, b, tuple(resume))])
+            resumed = outputs[b]
             server.stop()
             shutil.rmtree(base / "cache")
             down = launch(cfg, base / "C", *common, check=False)
@@ -120,7 +133,7 @@ def test_a_corrupt_shard_mid_run_is_one_line_and_keeps_the_checkpoint(scenario):
 def test_killed_and_resumed_from_s3_equals_the_local_run(scenario):
     assert scenario["killed"].returncode != 0
     assert scenario["latest_killed"] == "global_step6"
-    assert "finished at step" in scenario["resumed"].stdout
+    assert "finished at step" in scenario["resumed"].output
     a, b = trace(scenario["A"]), trace(scenario["B"])
     assert len(a) >= 8
     assert {r["phase"] for r in a} == {0, 1}

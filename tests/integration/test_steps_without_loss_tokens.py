@@ -1,4 +1,4 @@
-"""Issue 5 item 5: micro-batches, ranks and steps without loss-bearing tokens, on the real engine.
+"""Micro-batches, ranks and steps without loss-bearing tokens, on the real engine.
 
 Single-token samples (no next token to predict: zero loss-bearing tokens) come from ``prepare``
 with ``min_tokens=1`` and its document splitter patched to cut every token into its own sample (the
@@ -8,6 +8,8 @@ skipped. Phase "mixed" draws 1 real document for 3 one-token samples (Megatron's
 interleave puts the document second: ``[one, DOC, one, one]``), so with 2 ranks x GAS 2 x
 micro-batch 1 rank 0's first micro-batch has 0 tokens and rank 1 has 0 tokens in the whole step.
 ZeRO 3: a rank without tokens still takes part in every gather and reduce-scatter of the step.
+
+From issue 5, item 5.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11 items 1 and 3 on real ranks: per-stream accounting and DeepSpeed's monitors.
+"""Per-stream accounting and DeepSpeed's monitors.
 
 One run of the reference loop on 2 CPU gloo ranks under the deepspeed launcher: a one-stream
 phase, then a 2-stream phase (``web`` 0.9, ``code`` 0.1, so some steps hold no ``code``
@@ -14,6 +14,8 @@ folder) enabled.
   sample's loss-bearing tokens (its tokens, truncated to ``max_seq_len``, minus one), to 1e-6.
 * TensorBoard event files, the CSV files and the offline W&B run hold the ``curriculum/...``
   tags with the values of ``metrics.jsonl`` and ``curriculum_history.jsonl``.
+
+From issue 11, items 1 and 3.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Issue 12, item 4: ``proportion_unit: "tokens"`` in a real 2-rank run, killed-free resume.
+"""``proportion_unit: "tokens"`` in a real 2-rank run, killed-free resume.
 
 Two streams whose mean sample lengths differ by ~10x are mixed 1:1 in tokens. From the run's
 ``sample_trace.jsonl`` and the streams' recorded token counts, the realised token shares after
 every step (and every slot) are within one sample's tokens of 50%; a run resumed from the
 step-4 checkpoint draws exactly the uninterrupted run's batches.
+
+From issue 12, item 4.
 """
 
 from __future__ import annotations

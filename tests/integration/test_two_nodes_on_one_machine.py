@@ -1,4 +1,4 @@
-"""Issue 13 item 5: a 2-node run simulated on one machine (CPU, gloo), to the end and resumed.
+"""A 2-node run simulated on one machine (CPU, gloo), to the end and resumed.
 
 Two torchrun "nodes" (``--nnodes 2 --node_rank {0,1} --master_addr 127.0.0.1``), 2 ranks each,
 so each node has its own ``LOCAL_WORLD_SIZE`` (2) and its own local leader (local rank 0). What a
@@ -12,6 +12,8 @@ the two nodes to the end of its 2-phase schedule, and equals a single-node 4-ran
 global batches at every step, the same losses. Only global rank 0 takes the run-dir lock (a second
 taker would be refused: flock conflicts across processes on one filesystem) and writes
 ``latest``.
+
+From issue 13, item 5.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10: a user's own loss terms get the documented scaling, checked against a plain oracle.
+"""A user's own loss terms get the documented scaling, checked against a plain oracle.
 
 ``user_loop_script.py`` (its own ``TinyLM``) runs 3 optimizer steps on 2 CPU gloo ranks under
 the deepspeed launcher, GAS 2, micro-batches of 2 ragged right-padded samples, ZeRO 0, plain SGD
@@ -16,6 +16,8 @@ says (each rank a contiguous slice, its micro-batches in order) and padded by
 ``curriculum_ds.loader.collate``. Documented scaling: the optimizer sees the token mean of the
 per-token losses over every loss-bearing token of the global batch, plus the mean of ``aux_loss``
 over the 4 micro-batches. SGD with lr 1 makes the update minus that gradient, to 1e-5 relative.
+
+From issue 10.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10 acceptance: a user's own loop resumes exactly through the public API.
+"""A user's own loop resumes exactly through the public API.
 
 ``user_loop_script.py`` (its own ``TinyLM``, no HF) trains on 2 CPU gloo ranks under the
 deepspeed launcher, ZeRO-2, AdamW, a 2-phase token schedule (1000 + 2000 tokens) with dynamic
@@ -10,6 +10,8 @@ loader). Launched again, the same script's ``curriculum.load_checkpoint`` contin
 to the end. Every step B logged, before
 and after the kill, must have A's global batch (``step.trace_record()``) exactly, A's bucket
 weights when it recomputed them, and A's loss to 1e-5 relative.
+
+From issue 10.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10 acceptance: a user loop on the public API makes the reference loop's update.
+"""A user loop on the public API makes the reference loop's update.
 
 One plain-SGD step (``lr = 1``, no momentum, ``gradient_clipping`` 0 so that no scale hides
 behind a clip) with the same ds_config and data, 2 CPU gloo ranks, GAS 2, micro-batches of 2
@@ -13,6 +13,8 @@ ragged, right-padded samples, under ZeRO 0 and ZeRO 3:
 must start from the same parameters, draw the same global batch and change the parameters by the
 same update ``params_after - params_before`` to 1e-6 relative (``||Δ_user - Δ_ref|| /
 ||Δ_ref||``).
+
+From issue 10.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import REPO, launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import REPO, launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
 
 from curriculum_ds.commands.launch import build_command, launcher_env
 from curriculum_ds.config import load_config
@@ -111,22 +113,25 @@ def root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def reference(data, root) -> Callable[[int], dict[str, Any]]:
-    """Per ZeRO stage, the reference loop's one step (launched on first use)."""
+    """Per ZeRO stage, the reference loop's one step (ZeRO 0 and 3 launched on first use, in one
+    launched job: ``helpers.launch_many``)."""
     cache: dict[int, dict[str, Any]] = {}
+    stages = (0, 3)
+
+    def launch_all() -> None:
+        runs = []
+        for stage in stages:
+            run_dir = root / f"reference_zero{stage}"
+            args = ("--max-steps", "1", "--trace-samples", "--dump-state", str(run_dir / "state"))
+            runs.append((_config(root, data, stage), run_dir, args))
+        launch_many(runs)
 
     def get(stage: int) -> dict[str, Any]:
+        if not cache:
+            launch_all()
         if stage not in cache:
             cfg = _config(root, data, stage)
             run_dir = root / f"reference_zero{stage}"
-            launch(
-                cfg,
-                run_dir,
-                "--max-steps",
-                "1",
-                "--trace-samples",
-                "--dump-state",
-                str(run_dir / "state"),
-            )
             run = load_config(cfg)
             torch.manual_seed(run.curriculum.seed)  # as curriculum_ds.train does
             init = _flat(

@@ -1,4 +1,7 @@
-"""Issue 6 item 7: ``curriculum-ds curve RUN_DIR [--png FILE]``; a history survives a crash."""
+"""``curriculum-ds curve RUN_DIR [--png FILE]``; a history survives a crash.
+
+From issue 6, item 7.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
-"""Issue 12, item 4: ``train_loader.proportion_unit`` — stream mixes exact in samples or tokens.
+"""``train_loader.proportion_unit`` — stream mixes exact in samples or tokens.
 
 Loaders over tiny datasets prepared by ``prepare`` (real MDS shards and metric columns): the
 ``"tokens"`` mix of two streams whose mean sample lengths differ by ~10× stays within one sample's
 tokens of its target after every slot, resumes exactly, and ``"samples"`` draws exactly what the
 per-slot numpy loop it replaces drew.
+
+From issue 12, item 4.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Issue 14 item 4: the log line of a step and the start banner (curriculum_ds.records.progress)."""
+"""The log line of a step and the start banner (curriculum_ds.records.progress).
+
+From issue 14, item 4.
+"""
 
 from __future__ import annotations
 

@@ -82,7 +82,8 @@ def test_overshoot_is_carried_into_the_next_phase() -> None:
     assert progress == 2100  # the run ends within one global batch of max_duration
 
 
-def test_c02_fixed_steps_hit_the_boundary_exactly() -> None:
+def test_fixed_steps_hit_the_boundary_exactly() -> None:
+    """Case C02: 100-token steps put phase A at steps 1-10 and B at 11-20."""
     sched = PhaseSchedule(make_cfg(["1000tok", "1000tok"]))
     step_phases = [sched.phase_at(100 * (step - 1)) for step in range(1, 21)]
     assert step_phases == [0] * 10 + [1] * 10

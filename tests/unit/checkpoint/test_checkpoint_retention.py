@@ -1,5 +1,8 @@
-"""Issue 14 item 5: ``--keep-last N`` keeps the newest N tags, never the one ``latest`` names,
-and a prune killed mid-delete leaves a folder that resumes (curriculum_ds.checkpoint.retention)."""
+"""``--keep-last N`` keeps the newest N tags, never the one ``latest`` names,
+and a prune killed mid-delete leaves a folder that resumes (curriculum_ds.checkpoint.retention).
+
+From issue 14, item 5.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""Issue 13 item 1, the decisions of curriculum_ds.checkpoint.universal without ranks: when a
+"""The decisions of curriculum_ds.checkpoint.universal without ranks: when a
 checkpoint is converted to DeepSpeed's universal format, and a failed conversion is one line that
 leaves nothing behind. (The conversions themselves run on real ranks in
-tests/integration/test_elastic_resume.py.)"""
+tests/integration/test_elastic_resume.py.)
+
+From issue 13, item 1.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
-"""Issue 14 item 5: ``curriculum-ds export`` / ``export_checkpoint`` on checkpoints written the
+"""``curriculum-ds export`` / ``export_checkpoint`` on checkpoints written the
 way DeepSpeed writes a ZeRO-0 tag (``mp_rank_00_model_states.pt`` with the whole ``module``).
 
 The ZeRO 1–3 path (DeepSpeed's zero_to_fp32) runs on real checkpoints in
-tests/integration/test_checkpoint_retention_export_and_logs.py."""
+tests/integration/test_checkpoint_retention_export_and_logs.py.
+
+From issue 14, item 5.
+"""
 
 from __future__ import annotations
 

@@ -10,12 +10,14 @@ from config_sections import refused
 from curriculum_ds.config import DynamicConfig
 
 
-def test_c05_temperature_zero_is_refused() -> None:
+def test_temperature_zero_is_refused() -> None:
+    """Case C05: temperature 0 is refused, naming the field."""
     message = refused(lambda s: s["dynamic"].__setitem__("temperature", 0))
     assert message == "curriculum.dynamic.temperature: must be > 0, got 0"
 
 
-def test_c05_floor_times_buckets_above_one_is_refused() -> None:
+def test_floor_times_buckets_above_one_is_refused() -> None:
+    """Case C05: floor × num_buckets > 1 is refused, naming the field."""
     message = refused(lambda s: s["dynamic"].__setitem__("floor", 0.3))
     assert message == "curriculum.dynamic.floor: 0.3 × num_buckets 4 = 1.2 > 1"
 

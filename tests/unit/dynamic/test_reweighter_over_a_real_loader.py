@@ -1,8 +1,10 @@
-"""Issue 6: bucket probabilities, bucket scores and the DynamicReweighter over a real PhaseLoader.
+"""Bucket probabilities, bucket scores and the DynamicReweighter over a real PhaseLoader.
 
 The loader is built from tiny datasets prepared by ``prepare`` (real MDS shards), so the bucket
 path is the one training uses: static-metric buckets → window of losses → edges → per-sample
 buckets in each stream's ``BucketSampler`` → ``PhaseLoader.next_global_batch(probs)``.
+
+From issue 6.
 """
 
 from __future__ import annotations
@@ -389,8 +391,11 @@ def test_weights_drive_the_sampler_within_the_datamix(datasets):
 
 
 def test_phase_start_keeps_the_previous_phases_weights_and_buckets_by_the_static_metric(datasets):
-    """Issue 14 item 8: at a new phase's first step the weights are the previous phase's (not
-    uniform, not recomputed) and its samples are bucketed by the static metric."""
+    """At a new phase's first step the weights are the previous phase's (not
+    uniform, not recomputed) and its samples are bucketed by the static metric.
+
+    From issue 14, item 8.
+    """
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     dyn = DynamicReweighter(_cfg(), seed=3)
     loader.set_buckets(dyn.start_phase(loader, None))

@@ -24,7 +24,7 @@ EXPECTED = [0.05, 0.05, 0.05, 0.85]
 
 
 @pytest.mark.parametrize("temperature", [0.1, 0.001])
-def test_c05_floor_holds_without_collapse(temperature):
+def test_floor_holds_without_collapse(temperature):
     probs = bucket_probs(SCORES, temperature=temperature, floor=0.05)
     assert np.all(np.isfinite(probs))
     np.testing.assert_allclose(probs, EXPECTED, rtol=0, atol=1e-6)
@@ -32,7 +32,7 @@ def test_c05_floor_holds_without_collapse(temperature):
     assert probs.min() >= 0.05
 
 
-def test_c05_clamp_then_renormalise_would_breach_the_floor():
+def test_clamp_then_renormalise_would_breach_the_floor():
     # the common mistake, for the record: the formula above is not it
     z = np.exp((np.array(SCORES) - 5.0) / 0.1)
     clamped = np.maximum(z / z.sum(), 0.05)
@@ -42,7 +42,7 @@ def test_c05_clamp_then_renormalise_would_breach_the_floor():
 
 
 @pytest.mark.parametrize("temperature", [1e-6, 1e-300, 5e-324])
-def test_c05_tiny_temperatures_stay_finite(temperature):
+def test_tiny_temperatures_stay_finite(temperature):
     probs = bucket_probs(SCORES, temperature=temperature, floor=0.05)
     np.testing.assert_allclose(probs, EXPECTED, rtol=0, atol=1e-12)
 
@@ -71,12 +71,12 @@ def _curriculum(dynamic):
         ({"num_buckets": 65}, r"^curriculum\.dynamic\.num_buckets: must be <= 64"),
     ],
 )
-def test_c05_config_refuses_bad_values_naming_the_field(dynamic, match):
+def test_config_refuses_bad_values_naming_the_field(dynamic, match):
     with pytest.raises(ConfigError, match=match):
         parse_curriculum(_curriculum(dynamic))
 
 
-def test_c05_floor_of_exactly_one_over_buckets_is_accepted():
+def test_floor_of_exactly_one_over_buckets_is_accepted():
     cfg = parse_curriculum(_curriculum({"floor": 0.25, "num_buckets": 4}))
     assert cfg.dynamic.floor == 0.25
 
@@ -84,7 +84,7 @@ def test_c05_floor_of_exactly_one_over_buckets_is_accepted():
 @pytest.mark.parametrize(
     ("floor", "num_buckets"), [(0.33333333333334, 3), (0.25000000000000006, 4)]
 )
-def test_c05_floor_the_config_accepts_is_accepted_by_the_run(floor, num_buckets):
+def test_floor_the_config_accepts_is_accepted_by_the_run(floor, num_buckets):
     """A floor that rounds just above 1/B passes the config's slack: the run's own bucket_probs
     must take it too (it raised at the first recompute), giving uniform weights."""
     cfg = parse_curriculum(_curriculum({"floor": floor, "num_buckets": num_buckets}))
@@ -96,7 +96,7 @@ def test_c05_floor_the_config_accepts_is_accepted_by_the_run(floor, num_buckets)
     np.testing.assert_allclose(probs, 1.0 / num_buckets, rtol=1e-12)
 
 
-def test_c05_validate_command_prints_one_line(tmp_path):
+def test_validate_command_prints_one_line(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text(
         json.dumps(

@@ -61,7 +61,7 @@ def _expected_for_finite():
 
 
 @pytest.mark.parametrize("bad", BAD, ids=["nan", "+inf", "-inf"])
-def test_c06_window_leaves_out_and_counts_non_finite(bad):
+def test_window_leaves_out_and_counts_non_finite(bad):
     window = RollingWindow(10)
     window.push(np.array([*FINITE, bad]))
     assert len(window) == 4
@@ -72,7 +72,7 @@ def test_c06_window_leaves_out_and_counts_non_finite(bad):
 
 
 @pytest.mark.parametrize("bad", BAD, ids=["nan", "+inf", "-inf"])
-def test_c06_reweighter_recompute_with_a_non_finite_loss(dataset, bad):
+def test_reweighter_recompute_with_a_non_finite_loss(dataset, bad):
     loader = _loader(dataset)
     dyn = _reweighter()
     loader.set_buckets(dyn.start_phase(loader, None))
@@ -101,7 +101,7 @@ def test_c06_reweighter_recompute_with_a_non_finite_loss(dataset, bad):
     assert drawn[:, 1].max() < 40
 
 
-def test_c06_empty_and_all_nan_window_at_start_keeps_uniform(dataset):
+def test_empty_and_all_nan_window_at_start_keeps_uniform(dataset):
     loader = _loader(dataset)
     dyn = _reweighter()
     loader.set_buckets(dyn.start_phase(loader, None))
@@ -119,7 +119,7 @@ def test_c06_empty_and_all_nan_window_at_start_keeps_uniform(dataset):
     assert dyn.edges is None
 
 
-def test_c06_all_nan_window_after_a_phase_swap_keeps_the_previous_weights(dataset):
+def test_all_nan_window_after_a_phase_swap_keeps_the_previous_weights(dataset):
     loader = _loader(dataset)
     dyn = _reweighter()
     loader.set_buckets(dyn.start_phase(loader, None))
@@ -142,7 +142,7 @@ def test_c06_all_nan_window_after_a_phase_swap_keeps_the_previous_weights(datase
     np.testing.assert_array_equal(dyn.probs, previous)
 
 
-def test_c06_bucket_scores_never_nan():
+def test_bucket_scores_never_nan():
     # only finite values reach bucket_scores (the window filters); an empty window is refused
     with pytest.raises(ValueError, match="no value"):
         bucket_scores(np.array([], dtype=np.float32), np.array([1.0, 2.0, 3.0]), 4)

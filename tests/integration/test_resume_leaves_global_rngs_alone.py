@@ -77,7 +77,7 @@ def _assert_same_state(got: Any, expected: Any, where: str = "state") -> None:
         assert got == expected or (got != got and expected != expected), where  # NaN == NaN
 
 
-def test_case_c01_loading_a_checkpoint_leaves_global_rngs_alone(scenario):
+def test_loading_a_checkpoint_leaves_global_rngs_alone(scenario):
     _seed_all()
     expected = _draw_all()
     assert expected[0] == 0.5488135039273248
@@ -94,7 +94,7 @@ def test_case_c01_loading_a_checkpoint_leaves_global_rngs_alone(scenario):
     assert _draw_all() == expected
 
 
-def test_case_c01_checkpoint_holds_no_global_rng_state(scenario):
+def test_checkpoint_holds_no_global_rng_state(scenario):
     ckpt = scenario["A"] / "checkpoints" / "global_step3"
     _, saved = read_curriculum_state(ckpt)
 
@@ -117,7 +117,7 @@ def test_case_c01_checkpoint_holds_no_global_rng_state(scenario):
     assert not [k for k in keys(raw) if rng_like(k)]
 
 
-def test_case_c01_restore_reproduces_the_saved_weights_and_window(scenario):
+def test_restore_reproduces_the_saved_weights_and_window(scenario):
     ckpt = scenario["A"] / "checkpoints" / "global_step3"  # between two recomputes (every 2 steps)
     _, dynamic, saved = _restore(scenario["cfg"], ckpt)
     np.testing.assert_array_equal(dynamic.probs, np.asarray(saved["dynamic"]["probs"]))
@@ -128,7 +128,7 @@ def test_case_c01_restore_reproduces_the_saved_weights_and_window(scenario):
     assert not np.allclose(dynamic.probs, 1 / len(dynamic.probs))  # re-weighting was active
 
 
-def test_case_c01_resumed_run_restores_weights_and_window(scenario):
+def test_resumed_run_restores_weights_and_window(scenario):
     # B's step-6 checkpoint was written by the run resumed from step 3: its re-weighting state
     # (weights, window, latest losses, buckets, sampler counters) equals the uninterrupted run's
     _, a6 = read_curriculum_state(scenario["A"] / "checkpoints" / "global_step6")

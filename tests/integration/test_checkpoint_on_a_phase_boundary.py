@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from helpers import fixed_docs, launch, make_dataset, metrics, trace, write_ds_config
+from helpers import fixed_docs, launch, launch_many, make_dataset, metrics, trace, write_ds_config
 
 from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
@@ -89,8 +89,14 @@ def c02(tmp_path_factory):
     shutil.copytree(run_dir / "checkpoints" / "global_step10", boundary_ckpt / "global_step10")
     (boundary_ckpt / "latest").write_text("global_step10")
 
-    resumed = launch(cfg, run_dir, "--save-interval", "5", "--trace-samples", "--resume", "auto")
-    launch(cfg, variant_dir, "--trace-samples", "--resume", "auto")
+    # both resumes share one launched job (helpers.launch_many)
+    outputs = launch_many(
+        [
+            (cfg, run_dir, ("--save-interval", "5", "--trace-samples", "--resume", "auto")),
+            (cfg, variant_dir, ("--trace-samples", "--resume", "auto")),
+        ]
+    )
+    resumed = outputs[run_dir]
     return {
         "cfg": cfg,
         "run": run_dir,
@@ -104,7 +110,7 @@ def c02(tmp_path_factory):
     }
 
 
-def test_case_c02_phase_a_is_steps_1_to_10(c02):
+def test_phase_a_is_steps_1_to_10(c02):
     assert c02["killed"].returncode != 0
     rows = c02["killed_metrics"]
     assert [r["step"] for r in rows] == list(range(1, 12))
@@ -117,9 +123,9 @@ def test_case_c02_phase_a_is_steps_1_to_10(c02):
     assert saved["global_step"] == 10
 
 
-def test_case_c02_boundary_checkpoint_resumes_into_b(c02):
-    assert "Traceback" not in c02["resumed"].stderr
-    assert "curriculum_ds: error" not in c02["resumed"].stderr
+def test_boundary_checkpoint_resumes_into_b(c02):
+    assert "Traceback" not in c02["resumed"].output
+    assert "curriculum_ds: error" not in c02["resumed"].output
     rows = metrics(c02["run"])
     assert [r["step"] for r in rows] == list(range(1, 21))
     assert [r["phase_name"] for r in rows] == ["A"] * 10 + ["B"] * 10
@@ -144,7 +150,7 @@ def test_case_c02_boundary_checkpoint_resumes_into_b(c02):
     assert (c02["run"] / "checkpoints" / "latest").read_text() == "global_step20"
 
 
-def test_case_c02_variant_checkpoint_before_the_boundary(c02):
+def test_variant_checkpoint_before_the_boundary(c02):
     rows = metrics(c02["variant"])
     assert [r["step"] for r in rows] == list(range(10, 21))  # one more A step, then B
     assert [r["phase_name"] for r in rows] == ["A"] + ["B"] * 10

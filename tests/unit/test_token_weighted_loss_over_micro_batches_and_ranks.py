@@ -43,7 +43,8 @@ def _weighted_step(micro_batches, *, dp_world_size: int, global_valid: torch.Ten
     return float(total.detach()), float(theta.grad)
 
 
-def test_case_c03_gradient_accumulation_does_not_average_micro_batch_means():
+def test_gradient_accumulation_does_not_average_micro_batch_means():
+    """Case C03: GAS over a short and a long micro-batch weighs every token the same."""
     mb1 = torch.full((10,), 1.0)  # 10 loss-bearing tokens at loss 1.0 (6 padding tokens bear none)
     mb2 = torch.full((100,), 2.0)
     labels = [_labels(11, 6), _labels(101, 0)]
@@ -64,7 +65,8 @@ def test_case_c03_gradient_accumulation_does_not_average_micro_batch_means():
     assert int(n_more_pad) == int(n)
 
 
-def test_case_c03_with_a_real_model_gradients_match_full_batch():
+def test_with_a_real_model_gradients_match_full_batch():
+    """Case C03 with a real model: the accumulated gradients equal the full batch's."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Embedding(11, 16), torch.nn.Linear(16, 11))
     a = torch.randint(0, 11, (1, 17))
@@ -163,7 +165,8 @@ def _c04_worker(rank: int, world: int, port: int, variant: str, out) -> None:
 
 
 @pytest.mark.parametrize("variant", ["base", "padded_rank"])
-def test_case_c04_ranks_with_different_token_counts(variant):
+def test_ranks_with_different_token_counts(variant):
+    """Case C04: ranks with different token counts give the global token mean."""
     from curriculum_ds.distributed import free_port
 
     ctx = mp.get_context("spawn")

@@ -1,0 +1,112 @@
+"""Several runs of the reference loop in ONE launched job, one after the other, for the tests only.
+
+Run by the launcher as ``--module many_runs --runs FILE`` (tests/ on PYTHONPATH; the launcher's
+own ``--deepspeed_config`` and ``--local_rank`` are passed on to every run). ``FILE`` is a JSON
+list of runs, each ``{"argv": [...], "log": PATH, "may_fail": bool}``: the arguments of
+``curriculum_ds.train`` (its own ``--deepspeed_config``, ``--run-dir`` ...) plus, optionally,
+``--dump-state DIR`` and ``--nan-loss RANK:STEPS`` of ``faulty_train`` (the methods it
+replaces are put back after the run), and for the last run ``--kill-after-step N`` or
+``--kill-during-save N`` (the SIGKILL ends the job, as it ends a launch of its own).
+
+Every run is a full ``curriculum_ds.train.main`` in this process: the config check, the run-dir
+lock, ``torch.manual_seed(seed)``, a new model, ``deepspeed.initialize``, the loop and its
+checkpoints; the process group (gloo) is made once and kept. Each rank writes its stdout and
+stderr of a run (file descriptors 1 and 2, so DeepSpeed's C++ output too) to ``LOG.rank{RANK}``
+and its exit code to ``LOG.rank{RANK}.code``. An exception that would end a process of its own
+(DeepSpeed refusing a config) is printed there, with exit code 1.
+
+A launch costs the launcher plus torch/DeepSpeed imports on every rank (10-20 s on 2 CPU
+ranks); a one-step run costs a second. The first non-zero exit code of a run not marked
+``may_fail`` stops the job with it. The other faults of ``faulty_train`` (NaN losses, SIGTERM,
+a kill during pruning) outlive a run: one launch per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+import faulty_train
+
+from curriculum_ds import train
+from curriculum_ds.plugin import Curriculum, Step, checkpoints
+
+_OTHER_FAULTS = {"--kill-during-prune", "--dump-sample-losses", "--sigterm-at"}
+"""The fault flags of faulty_train that this runner refuses."""
+_PATCHED = ((Step, "backward"), (Step, "finish"), (Curriculum, "save_checkpoint"))
+_PATCHED += ((Curriculum, "__next__"), (checkpoints, "publish_latest"))
+"""What faulty_train's faults replace: put back after every run."""
+
+
+def _run(argv: list[str], log: Path, *, last: bool) -> int:
+    """One run with fds 1 and 2 sent to ``log.rank{RANK}``; returns its exit code.
+
+    ``--kill-after-step`` and ``--kill-during-save`` (SIGKILL of every rank: the job ends there)
+    are taken by the ``last`` run only.
+    """
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--dump-state", type=Path)
+    p.add_argument("--kill-after-step", type=int)
+    p.add_argument("--kill-during-save", type=int)
+    p.add_argument("--nan-loss")
+    faults, rest = p.parse_known_args(argv)
+    unknown = [a for a in rest if a.split("=")[0] in _OTHER_FAULTS]
+    if unknown:
+        raise SystemExit(f"many_runs: {unknown}: not a fault of this runner")
+    kills = faults.kill_after_step, faults.kill_during_save
+    if kills != (None, None):
+        if not last:
+            raise SystemExit("many_runs: a kill ends the job: only the last run may take one")
+        faulty_train.install(*kills)
+    originals = [(owner, name, getattr(owner, name)) for owner, name in _PATCHED]
+    if faults.nan_loss is not None:
+        faulty_train.install_nan_loss(faults.nan_loss)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    out = open(f"{log}.rank{os.environ.get('RANK', '0')}", "w", encoding="utf-8")  # noqa: SIM115
+    os.dup2(out.fileno(), 1)
+    os.dup2(out.fileno(), 2)
+    try:
+        code = train.main(rest)
+        if code == 0 and faults.dump_state is not None:
+            faulty_train.dump_state(faults.dump_state)
+        return code
+    except Exception:  # what would end a process of its own: its traceback, exit code 1
+        traceback.print_exc()
+        return 1
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        out.close()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--runs", type=Path, required=True)
+    p.add_argument("--local_rank", "--local-rank")
+    p.add_argument("--deepspeed_config")  # the launcher's; each run names its own
+    args, _ = p.parse_known_args()
+    launcher = [] if args.local_rank is None else [f"--local_rank={args.local_rank}"]
+    faulty_train.install(None, None)  # captures the engine for --dump-state
+    runs = json.loads(args.runs.read_text())
+    for at, run in enumerate(runs):
+        code = _run([*run["argv"], *launcher], Path(run["log"]), last=at == len(runs) - 1)
+        Path(f"{run['log']}.rank{os.environ.get('RANK', '0')}.code").write_text(str(code))
+        if code != 0 and not run["may_fail"]:
+            print(f"many_runs: run {run['argv']} exited {code}", file=sys.stderr, flush=True)
+            return code
+    train.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
