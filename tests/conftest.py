@@ -20,3 +20,13 @@ def no_token_reader(monkeypatch):
     open for the life of the process (``PhaseLoader.close`` cannot release them), and dozens of
     loaders in one pytest process would run out of them."""
     monkeypatch.setattr("curriculum_ds.loader.open_stream", lambda local, remote=None: None)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_stale_shared_memory():
+    """Start without the shared-memory files a killed run of an earlier session left behind
+    (helpers.unlink_stale_shared_memory; each launch also clears them before it starts)."""
+    from helpers import unlink_stale_shared_memory
+
+    unlink_stale_shared_memory()
+    return

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,48 @@ FAULT_FLAGS = frozenset(
 """Flags of tests/integration/faulty_train.py: the reference loop with fault injection and a
 state dump."""
 _SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
+_STREAMING_SHM = re.compile(r"^\d{6}_")  # mosaicml-streaming's /dev/shm names: prefix_name
+SHM_DIR = Path("/dev/shm")
+
+
+def unlink_stale_shared_memory(*, min_age_s: float = 2.0) -> list[str]:
+    """Remove mosaicml-streaming's shared-memory files that no live process uses.
+
+    A rank killed with SIGKILL (the resume tests kill ranks on purpose) leaves its
+    ``/dev/shm/NNNNNN_*`` files behind; streaming's search for a free prefix can then land on a
+    stale name, and every later dataset on the machine fails with "File exists:
+    '/NNNNNN_locals'". A file is stale when no process maps it or holds it open and it is older
+    than ``min_age_s`` (a job starting this moment has not mapped its new files yet). Returns the
+    names removed.
+    """
+    try:
+        candidates = [p for p in SHM_DIR.iterdir() if _STREAMING_SHM.match(p.name)]
+    except OSError:
+        return []
+    if not candidates:
+        return []
+    in_use: set[str] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            for line in (proc / "maps").read_text().splitlines():
+                if (i := line.find(f"{SHM_DIR}/")) >= 0:
+                    in_use.add(line[i + len(str(SHM_DIR)) + 1 :].split(" ")[0])
+            for fd in (proc / "fd").iterdir():
+                target = str(fd.readlink())
+                if target.startswith(f"{SHM_DIR}/"):
+                    in_use.add(target[len(str(SHM_DIR)) + 1 :])
+        except OSError:  # a process that ended meanwhile, or one we may not read
+            continue
+    removed = []
+    now = time.time()
+    for path in candidates:
+        try:
+            if path.name not in in_use and now - path.stat().st_mtime >= min_age_s:
+                path.unlink()
+                removed.append(path.name)
+        except OSError:
+            continue
+    return removed
 
 
 def make_dataset(
@@ -222,6 +265,7 @@ def run_launched(
     """
     env = launched_env()
     for _ in range(2):
+        unlink_stale_shared_memory()  # what an earlier killed job left would collide
         proc = subprocess.run(
             cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
         )
@@ -243,6 +287,7 @@ def run_train_module(
 ) -> subprocess.CompletedProcess[str]:
     """`python -m curriculum_ds.train ...` in a subprocess (single process, no launcher)."""
     full_env = launcher_env(cuda=False) | (env or {})
+    unlink_stale_shared_memory()  # what an earlier killed job left would collide
     return subprocess.run(
         [sys.executable, "-m", "curriculum_ds.train", *args],
         env=full_env,
