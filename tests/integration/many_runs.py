@@ -33,12 +33,13 @@ from pathlib import Path
 import faulty_train
 
 from curriculum_ds import train
-from curriculum_ds.plugin import Curriculum, Step, checkpoints
+from curriculum_ds.checkpoint import engine_io
+from curriculum_ds.plugin import Curriculum, Step
 
 _OTHER_FAULTS = {"--kill-during-prune", "--dump-sample-losses", "--sigterm-at"}
 """The fault flags of faulty_train that this runner refuses."""
 _PATCHED = ((Step, "backward"), (Step, "finish"), (Curriculum, "save_checkpoint"))
-_PATCHED += ((Curriculum, "__next__"), (checkpoints, "publish_latest"))
+_PATCHED += ((Curriculum, "__next__"), (engine_io, "publish_latest"))
 """What faulty_train's faults replace: put back after every run."""
 
 
