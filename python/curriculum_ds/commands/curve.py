@@ -19,6 +19,7 @@ from pathlib import Path
 
 from curriculum_ds.errors import DataError
 from curriculum_ds.records.jsonl import read_jsonl
+from curriculum_ds.records.resume import last_row_per_step
 
 __all__ = ["PHASE_START_NOTE", "Curve", "load_curve", "render_png", "render_table"]
 
@@ -76,8 +77,8 @@ def load_curve(run_dir: Path) -> Curve:
     if not records:
         raise DataError(f"{path}: the history is empty (no recompute happened yet)")
     for i, r in enumerate(records):
-        if "step" not in r or not r.get("weights"):
-            raise DataError(f"{path}: line {i + 1} has no step or weights")
+        if not isinstance(r.get("step"), int) or not r.get("weights"):
+            raise DataError(f"{path}: line {i + 1} has no integer step or no weights")
         if not isinstance(r["weights"], list):
             raise DataError(f"{path}: line {i + 1} (step {r['step']}): weights is not a list")
         for b, w in enumerate(r["weights"]):
@@ -86,10 +87,12 @@ def load_curve(run_dir: Path) -> Curve:
                     f"{path}: line {i + 1} (step {r['step']}): weight of bucket {b} is {w!r}; "
                     "bucket weights must be finite numbers"
                 )
+    # one row per step: the last written (a run resumed before its records were cut back)
+    records = last_row_per_step(records)
     phase_starts: list[tuple[int, str]] = []
     last_step = int(records[-1]["step"])
     metrics = run_dir / "metrics.jsonl"
-    rows = read_jsonl(metrics) if metrics.is_file() else []
+    rows = last_row_per_step(read_jsonl(metrics)) if metrics.is_file() else []
     source = rows or records
     last_phase = object()
     for r in source:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from curriculum_ds.errors import DataError
 from curriculum_ds.records.jsonl import read_jsonl
+from curriculum_ds.records.resume import last_row_per_step
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -112,11 +113,12 @@ def load_report(run_dir: Path) -> RunReport:
         if missing:
             raise DataError(f"report: {path} line {i + 1}: no integer {', '.join(missing)}")
     # metrics rows from here on: step, tokens and phase checked, the other fields read with care
-    rows = sorted(cast("list[MetricsRow]", raw), key=lambda r: r["step"])
+    # one row per step: the last written (a run resumed before its records were cut back)
+    rows = cast("list[MetricsRow]", last_row_per_step(raw))
 
     def optional(name: str) -> list[dict[str, Any]]:
         p = run_dir / name
-        return [r for r in read_jsonl(p) if isinstance(r.get("step"), int)] if p.is_file() else []
+        return last_row_per_step(read_jsonl(p)) if p.is_file() else []
 
     return RunReport(
         run_dir=run_dir,

@@ -20,6 +20,7 @@ from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.checkpoint.state import CurriculumState, DynamicState, LoaderState
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError
+from curriculum_ds.records.resume import resume_monitors
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from curriculum_ds.loader import PhaseLoader
     from curriculum_ds.plugin.engine_like import EngineLike
     from curriculum_ds.position import Position
+    from curriculum_ds.records.monitors import CurriculumMonitor
 
 __all__ = ["CheckpointingMixin"]
 
@@ -45,6 +47,7 @@ class CheckpointingMixin:
     dynamic: DynamicReweighter | None
     global_batch_size: int
     resumed_from: Path | None
+    monitor: CurriculumMonitor | None
     _loader: PhaseLoader | None
     _pending_loader: LoaderState | None
     _pending_dynamic: DynamicState | None
@@ -204,7 +207,11 @@ class CheckpointingMixin:
         global batch size the run continues with the uninterrupted run's global batches. Another
         global batch size is accepted with one ``curriculum_ds: note:`` line on stderr (rank 0).
         A DeepSpeed checkpoint without curriculum state starts the schedule at its first phase
-        and keeps the engine's step count.
+        and keeps the engine's step count. On global rank 0 the ds_config's ``csv_monitor`` and
+        ``tensorboard`` are cut back to the loaded step
+        (:func:`~curriculum_ds.records.resume.resume_monitors`); the run dir's JSONL files are
+        the loop's (:func:`~curriculum_ds.records.resume.truncate_records`, which ``RunLog``
+        calls).
 
         Args:
             load_dir: a checkpoints folder (with ``latest``) or one tag folder; or the tag
@@ -240,4 +247,7 @@ class CheckpointingMixin:
             self.dynamic = DynamicReweighter(self.config.dynamic, seed=self.config.seed)
         self._apply(plan, state)
         self.resumed_from = saved.path
+        if self.monitor is not None:  # rank 0's CSV/TensorBoard cut back to this step
+            samples = int(getattr(self.engine, "global_samples", 0))
+            resume_monitors(self.monitor.monitor, self.global_step, samples)
         return self.resumed_from

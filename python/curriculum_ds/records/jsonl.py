@@ -74,7 +74,8 @@ class RunLog:
     weight recompute, when ``history``) and ``sample_trace.jsonl`` (one row per step, when
     ``trace``) and ``eval.jsonl`` (one row per held-out evaluation, when ``evaluation``). On a
     fresh start the files are emptied; on a resume they keep the rows up to the
-    checkpoint's step, so that they read as one uninterrupted run.
+    checkpoint's step (:func:`~curriculum_ds.records.resume.truncate_records`), so that they
+    read as one uninterrupted run.
 
     Args:
         run_dir: the run directory (created if needed).
@@ -83,8 +84,6 @@ class RunLog:
         trace: write ``sample_trace.jsonl``.
         evaluation: write ``eval.jsonl`` (:meth:`write_eval`).
     """
-
-    FILES = ("metrics.jsonl", "curriculum_history.jsonl", "sample_trace.jsonl", "eval.jsonl")
 
     def __init__(
         self,
@@ -95,9 +94,10 @@ class RunLog:
         trace: bool,
         evaluation: bool = False,
     ) -> None:
+        from curriculum_ds.records.resume import truncate_records
+
         run_dir.mkdir(parents=True, exist_ok=True)
-        for name in self.FILES:
-            truncate_jsonl(run_dir / name, resumed_step if resumed_step is not None else -1)
+        truncate_records(run_dir, resumed_step if resumed_step is not None else -1)
         self.metrics = JsonlWriter(run_dir / "metrics.jsonl")
         self.history = JsonlWriter(run_dir / "curriculum_history.jsonl") if history else None
         self.trace = JsonlWriter(run_dir / "sample_trace.jsonl") if trace else None
