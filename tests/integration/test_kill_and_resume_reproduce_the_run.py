@@ -3,7 +3,8 @@
 * Resume reproduces the uninterrupted run: a run killed (SIGKILL) while writing the checkpoint
   of step 6 keeps ``latest`` at step 3; resumed from it and killed right after step 7, then
   resumed again from step 6, its trace, losses, weight history and final state equal the
-  uninterrupted run's, with dynamic re-weighting on.
+  uninterrupted run's, with dynamic re-weighting on, under ZeRO-2; every record file and every
+  CSV monitor file holds one row per step, equal to the uninterrupted run's (issue 24).
 * Resume rules: a completed phase edited is refused with one line naming the phase and the
   field; the current phase's duration raised and a phase appended are accepted and used; a
   DeepSpeed checkpoint without curriculum state starts the schedule at phase 0 and keeps the
@@ -43,6 +44,7 @@ from helpers import (
     trace,
     write_ds_config,
 )
+from run_records import RESUME_REL_TOL, assert_same_records
 
 from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.cli import main as cli_main
@@ -87,13 +89,16 @@ def _curriculum(short: Path, long: Path) -> dict[str, Any]:
     }
 
 
-def _write_config(path: Path, curriculum: dict[str, Any]) -> Path:
+def _write_config(path: Path, curriculum: dict[str, Any], *, zero_stage: int = 2) -> Path:
+    """ZeRO-2 with DeepSpeed's CSV monitor (under ``RUN_DIR/monitors/csv``), as a user runs."""
     return write_ds_config(
         path,
         curriculum,
         train_micro_batch_size_per_gpu=2,
         gradient_accumulation_steps=2,
         optimizer={"type": "AdamW", "params": {"lr": 3e-3}},
+        zero_optimization={"stage": zero_stage},
+        csv_monitor={"enabled": True},
     )
 
 
@@ -210,12 +215,19 @@ def test_resumed_losses_equal_uninterrupted(scenario):
             rb["tokens"],
             rb["samples"],
         )
-        assert math.isclose(rb["loss"], ra["loss"], rel_tol=1e-5), (
+        assert math.isclose(rb["loss"], ra["loss"], rel_tol=RESUME_REL_TOL), (
             ra["step"],
             ra["loss"],
             rb["loss"],
         )
     assert (scenario["B"] / "checkpoints" / "latest").read_text() == f"global_step{a[-1]['step']}"
+
+
+def test_every_record_file_and_the_csv_monitor_equal_uninterrupted(scenario):
+    # ZeRO-2, dynamic on, killed twice: metrics, history, trace and every csv_monitor file hold
+    # one row per step (one header each), equal to the uninterrupted run's
+    worst = assert_same_records(scenario["A"], scenario["B"], rel_tol=RESUME_REL_TOL)
+    assert worst <= RESUME_REL_TOL, worst
 
 
 def test_resumed_weight_history_and_final_state_equal_uninterrupted(scenario):
@@ -432,10 +444,12 @@ def _continuations(
     script = root / "write_plain_ckpt.py"
     script.write_text(NO_CURRICULUM_SCRIPT)
     plain_ckpts = root / "plain_ckpts"
+    # a one-rank ZeRO-0 checkpoint, continued under ZeRO-0 (not an elastic resume)
+    plain_cfg = _write_config(root / "ds.json", curriculum, zero_stage=0)
     env = launcher_env(cuda=False)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, str(script), str(cfg), str(plain_ckpts), str(steps)],
+        [sys.executable, str(script), str(plain_cfg), str(plain_ckpts), str(steps)],
         env=env,
         capture_output=True,
         text=True,
@@ -443,7 +457,11 @@ def _continuations(
     )
     details["plain"] = {"proc": proc, "ckpts": plain_ckpts, "steps": steps, "run": root / "run"}
     if proc.returncode == 0:
-        runs["plain"] = (cfg, root / "run", ("--resume", str(plain_ckpts), "--trace-samples"))
+        runs["plain"] = (
+            plain_cfg,
+            root / "run",
+            ("--resume", str(plain_ckpts), "--trace-samples"),
+        )
 
     root = base / "refused"
     ckpts = _ckpt_copy(a / "checkpoints", tag, root / "run" / "checkpoints")
