@@ -8,7 +8,9 @@ x axis (cumulative global non-padding tokens), every phase shaded and named:
    rolling mean over the steps drawn over the raw values; the total loss dashed black). A run
    whose rows have no ``streams`` shows the total loss alone.
 2. eval loss per stream (``eval.jsonl``), with the loss over all eval tokens dashed.
-3. the realised token share of each stream: cumulative stream tokens / cumulative tokens.
+3. each phase's realised stream share in a rolling window of steps inside the phase, in the
+   phase's ``proportion_unit``, with its target (the configured proportions) dashed beside it
+   (:mod:`~curriculum_ds.commands.report_shares`).
 4. the learning rate.
 5. the bucket probabilities over steps, when the run has dynamic re-weighting.
 
@@ -25,6 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
+from curriculum_ds.commands.report_shares import (
+    PhaseTarget,
+    read_targets,
+    share_window,
+    shares,
+    target_segments,
+)
 from curriculum_ds.errors import DataError
 from curriculum_ds.records.jsonl import read_jsonl
 from curriculum_ds.records.resume import last_row_per_step
@@ -69,6 +78,8 @@ class RunReport:
         ``streams``), by step. evals: ``eval.jsonl`` rows (may be empty). history:
         ``curriculum_history.jsonl`` rows (may be empty).
         phases: the phases the run went through, in order.
+        targets: each phase's configured mix (:func:`~curriculum_ds.commands.report_shares.
+        read_targets`, from the last checkpoint; empty without one).
         has_streams: whether the metrics rows carry per-stream accounting.
     """
 
@@ -77,6 +88,7 @@ class RunReport:
     evals: list[dict[str, Any]] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     phases: list[PhaseSpan] = field(default_factory=list)
+    targets: dict[int, PhaseTarget] = field(default_factory=dict)
 
     @property
     def has_streams(self) -> bool:
@@ -126,6 +138,7 @@ def load_report(run_dir: Path) -> RunReport:
         evals=optional("eval.jsonl"),
         history=optional("curriculum_history.jsonl"),
         phases=_phase_spans(rows),
+        targets=read_targets(run_dir),
     )
 
 
@@ -341,36 +354,32 @@ def _eval_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
 
 
 def _share_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
+    window = share_window(len(report.metrics))
+    units = sorted({t.unit for t in report.targets.values()}) or ["tokens"]
     ax.set_title(
-        "realised token share (cumulative stream tokens / tokens)", fontsize=10, loc="left"
+        f"realised stream share per phase (rolling {window} steps, in {'/'.join(units)}); "
+        "target dashed",
+        fontsize=10,
+        loc="left",
     )
     ax.set_ylabel("share", fontsize=9)
     if not report.has_streams:
         _empty(ax, "no per-stream accounting (`streams`) in metrics.jsonl")
         return
-    names = list(dict.fromkeys(n for r in report.metrics for n in r.get("streams") or {}))
-    totals = {name: 0 for name in names}
-    xs: list[float] = [report.phases[0].start_tokens]  # the first step's shares from its start
-    shares: dict[str, list[float]] = {name: [] for name in names}
-    for row in report.metrics:
-        for name, s in (row.get("streams") or {}).items():
-            totals[name] += int((s or {}).get("tokens") or 0)
-        all_tokens = sum(totals.values())
-        if all_tokens == 0:
-            continue
-        xs.append(row["tokens"])
-        for name in names:
-            shares[name].append(totals[name] / all_tokens)
-    if len(xs) == 1:  # no row with stream tokens
+    realised = shares(report.metrics, report.targets, window)
+    if not realised:
         _empty(ax, "no stream tokens in metrics.jsonl")
         return
-    for name in names:
-        shares[name].insert(0, shares[name][0])
-    ax.stackplot(
-        xs, *[shares[n] for n in names], labels=names, colors=[colors[n] for n in names], alpha=0.8
-    )
-    ax.set_ylim(0, 1)
-    _legend(ax, reverse=True)
+    for name, (xs, ys) in realised.items():
+        ax.plot(xs, ys, color=colors[name], lw=1.6, label=name)
+    for name, segments in target_segments(report.phases, report.targets).items():
+        for i, (x0, x1, p) in enumerate(segments):
+            label = f"{name} target" if i == 0 else "_nolegend_"
+            ax.hlines(
+                p, x0, x1, colors=colors.get(name, "0.3"), linestyles="--", lw=1.1, label=label
+            )
+    ax.set_ylim(0, 1.02)
+    _legend(ax)
 
 
 def _lr_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
