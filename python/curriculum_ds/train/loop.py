@@ -3,7 +3,8 @@
 :func:`train` is one user of :func:`curriculum_ds.initialize` and :class:`curriculum_ds.RunDir`
 (see :mod:`curriculum_ds.train`): the run directory's bookkeeping (resume, records, progress,
 evaluations, the save cadence, SIGTERM, the end-of-run summary) is the public one a user loop
-gets; this module adds the model (the default one, ``--model`` or ``--model-factory``) and
+gets; this module adds the model (the default one, ``--model`` or ``--model-factory``), the
+record of its architecture beside the checkpoints (so ``export`` needs no flag) and
 ``--export-final``.
 """
 
@@ -43,6 +44,7 @@ def train(
     import torch.distributed as dist
 
     import curriculum_ds as cds
+    from curriculum_ds.commands.export import record_architecture
     from curriculum_ds.records.monitors import default_monitor_paths
 
     cfg = run.curriculum
@@ -51,6 +53,8 @@ def train(
     # monitors without an output_path write under --run-dir/monitors/, not the working dir
     ds_config = default_monitor_paths(run.ds_config, args.run_dir)
     engine, curriculum = cds.initialize(model=model, config=replace(run, ds_config=ds_config))
+    if dist.get_rank() == 0:  # `curriculum-ds export RUN/checkpoints OUT` needs no flag then
+        record_architecture(model, args.run_dir / "checkpoints", source=args.model)
     with cds.RunDir(
         args.run_dir,
         curriculum,
