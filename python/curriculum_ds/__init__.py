@@ -5,7 +5,8 @@ ZeRO, dynamic bucket re-weighting, and a Rust core for exact percentile bucketin
 index sampling. The numeric kernels are re-exported here from the private native module.
 
 The plugin API (``initialize``, ``attach``, ``deepspeed_config``, ``Curriculum``, ``Step``,
-``MicroBatch``) is loaded on first use, so that ``import curriculum_ds`` (the CLI, the kernels)
+``MicroBatch``) and ``RunDir`` (a loop's bookkeeping: :mod:`curriculum_ds.run_dir`) are loaded on
+first use, so that ``import curriculum_ds`` (the CLI, the kernels)
 does not import torch and DeepSpeed.
 """
 
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
         deepspeed_config,
         initialize,
     )
+    from curriculum_ds.run_dir import RunDir
 
 _PLUGIN = frozenset(
     {"Curriculum", "MicroBatch", "Step", "attach", "deepspeed_config", "initialize"}
@@ -58,6 +60,10 @@ def __getattr__(name: str) -> Any:
         from curriculum_ds import plugin
 
         return getattr(plugin, name)
+    if name == "RunDir":
+        from curriculum_ds.run_dir import RunDir
+
+        return RunDir
     raise AttributeError(f"module 'curriculum_ds' has no attribute {name!r}")
 
 
@@ -74,6 +80,7 @@ __all__ = [
     "NonFiniteLossError",
     "ResumeError",
     "RollingWindow",
+    "RunDir",
     "SamplingError",
     "Step",
     "StepError",

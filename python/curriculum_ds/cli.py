@@ -257,20 +257,33 @@ def _train_option(train_args: Sequence[str], name: str) -> str | None:
     help="ranks on this node (default: all GPUs, or 2 CPU ranks)",
 )
 @click.option("--master-port", type=int, default=None, help="rendezvous port (default: a free one)")
+@click.option(
+    "--script",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="your own training script, started on every rank with --deepspeed_config DS_CONFIG and "
+    "the arguments after `--` (default: the reference loop, curriculum_ds.train)",
+)
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
 def launch(
-    ds_config: Path, num_gpus: int | None, master_port: int | None, train_args: tuple[str, ...]
+    ds_config: Path,
+    num_gpus: int | None,
+    master_port: int | None,
+    script: Path | None,
+    train_args: tuple[str, ...],
 ) -> None:
     """Print and run `deepspeed --num_gpus N --module curriculum_ds.train ...` (its exit code).
 
-    First the checks of `validate --model` (the trainer's --model), so a bad config, model or
-    data is refused in one line per problem before any rank starts.
+    With --script, `deepspeed --num_gpus N SCRIPT --deepspeed_config DS_CONFIG ...`: the same
+    environment, port choice and signal forwarding (SIGTERM reaches every rank of the script).
+    First the checks of `validate --model` (the trainer's --model; without it for a script), so a
+    bad config, model or data is refused in one line per problem before any rank starts.
     """
     from curriculum_ds.commands.launch import build_command, default_num_gpus, has_cuda, run_command
     from curriculum_ds.config import load_config
 
     # refuse a bad config or data before starting any rank: the checks of `validate --model`
-    model = _train_option(train_args, "--model")
+    model = _train_option(train_args, "--model") if script is None else None
     run = load_config(ds_config, check_data=True, model=model, strict=True)
     ranks = default_num_gpus() if num_gpus is None else num_gpus
     if ranks < 1:
@@ -281,6 +294,7 @@ def launch(
         num_gpus=ranks,
         train_args=train_args,
         master_port=master_port,
+        script=script,
     )
     cuda = has_cuda()
     click.echo(("" if cuda else "DS_ACCELERATOR=cpu ") + shlex.join(cmd))

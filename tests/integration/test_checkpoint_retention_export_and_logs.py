@@ -4,14 +4,16 @@
   ``latest``; a run SIGKILLed while pruning (a tag renamed to trash, half removed) resumes with
   ``--resume auto`` and continues exactly as the uninterrupted run.
 * ``train --export-final`` (ZeRO 0) and ``curriculum-ds export`` (ZeRO 3) write HF folders that
-  ``AutoModelForCausalLM.from_pretrained`` loads, whose logits equal the engine's on a batch.
+  ``AutoModelForCausalLM.from_pretrained`` loads, whose logits equal the engine's on a batch;
+  ``export`` of a run's checkpoint without ``--deepspeed-config`` too (the run recorded its
+  model's architecture in ``checkpoints/model/``).
 * With stdout and stderr redirected to a file: one banner, one line per ``--log-interval``, no
   progress bar, and none of our lines over 300 characters.
 
 Every run goes through tests/integration/faulty_train.py (the reference loop plus
 ``--dump-state``/``--kill-during-prune``), its output redirected to a file by the shell.
 
-From issue 14, items 4 and 5.
+From issue 14, items 4 and 5, and issue 24.
 """
 
 from __future__ import annotations
@@ -158,6 +160,13 @@ def test_export_cli_under_zero3_loads_with_the_engines_logits(setup):
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"exported {ckpts / 'global_step3'} (")
     _assert_logits_equal(out, root / "zero3_dump")
+    # no flag: the run recorded its model's architecture beside its checkpoints (issue 24)
+    assert (ckpts / "model" / "config.json").is_file()
+    bare = root / "zero3_export_no_flag"
+    result = CliRunner().invoke(cli_main, ["export", str(ckpts / "global_step3"), str(bare)])
+    assert result.exit_code == 0, result.output
+    assert "as a HF model folder" in result.output
+    _assert_logits_equal(bare, root / "zero3_dump")
 
 
 def test_a_kill_during_pruning_still_resumes_as_the_uninterrupted_run(setup, full_run):

@@ -178,7 +178,10 @@ def test_readme_loop_uses_the_public_api():
     loop = blocks[0]
     compile(loop, "README.md", "exec")
     assert "cds.initialize(model=model, config=" in loop
-    assert "for step in curriculum:" in loop
+    assert "with cds.RunDir(" in loop  # the reference loop's bookkeeping (issue 24)
+    assert "for step in run:" in loop
+    for name in re.findall(r"\brun\.(\w+)", loop):
+        assert has_attribute(curriculum_ds.RunDir, name), f"RunDir has no {name}"
     for name in re.findall(r"\bcurriculum\.(\w+)", loop):
         assert has_attribute(curriculum_ds.Curriculum, name), f"Curriculum has no {name}"
     for name in re.findall(r"\bstep\.(\w+)", loop):

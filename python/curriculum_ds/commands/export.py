@@ -6,7 +6,11 @@
 weights, gathered from every rank's ZeRO 1–3 shards, on CPU, without GPUs or ranks); a ZeRO-0
 checkpoint holds the whole module already (``mp_rank_00_model_states.pt``) and is read as is.
 
-A checkpoint does not record the model's architecture, so the caller says what it was:
+A DeepSpeed checkpoint does not record the model's architecture. The reference loop records it
+beside its checkpoints (:func:`record_architecture`: ``checkpoints/model/``, a HF folder without
+weights: the model's ``config.json`` and the ``--model`` folder's tokenizer files), and
+``export`` of such a checkpoints folder (or of one of its tags) reads it, so it needs no flag.
+Otherwise the caller says what the model was:
 
 * ``model=DIR``: the run's ``--model`` (a local HF folder): its config builds the model, the
   weights are loaded into it, and ``save_pretrained`` writes ``OUT`` (safetensors + config, and
@@ -35,10 +39,21 @@ from curriculum_ds.errors import ConfigError, ResumeError
 if TYPE_CHECKING:
     from curriculum_ds.config import RunConfig
 
-__all__ = ["STATE_DICT_FILE", "Exported", "consolidated_state_dict", "export_checkpoint"]
+__all__ = [
+    "ARCHITECTURE_DIR",
+    "STATE_DICT_FILE",
+    "Exported",
+    "consolidated_state_dict",
+    "export_checkpoint",
+    "record_architecture",
+    "recorded_architecture",
+]
 
 STATE_DICT_FILE = "state_dict.pt"
 """The file written in ``OUT`` for a model that is not a HF model."""
+
+ARCHITECTURE_DIR = "model"
+"""The folder beside a run's checkpoint tags holding its model's architecture (no weights)."""
 
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -117,6 +132,56 @@ def consolidated_state_dict(checkpoint: str | os.PathLike[str]) -> tuple[Path, d
     return tag_dir, dict(state)
 
 
+def record_architecture(
+    model: Any, checkpoints: str | os.PathLike[str], *, source: str | os.PathLike[str] | None = None
+) -> Path | None:
+    """Record a HF model's architecture in ``checkpoints/model/`` for :func:`export_checkpoint`.
+
+    One process (global rank 0), before the first save. Writes the model's ``config.json``
+    (``config.save_pretrained``) and copies the tokenizer files of ``source`` (the run's local
+    model folder, if any), atomically (a temporary sibling renamed into place).
+
+    Args:
+        model: The model the run trains (before ``deepspeed.initialize`` wraps it).
+        checkpoints: The run's checkpoints folder (created if needed).
+        source: The local HF folder the model came from, for its tokenizer files.
+
+    Returns:
+        The folder written, or None for a model without a HF ``config`` (nothing is written:
+        ``export`` then needs ``--model`` or writes a state dict).
+    """
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "save_pretrained"):
+        return None
+    folder = Path(checkpoints) / ARCHITECTURE_DIR
+    tmp = folder.parent / f".{folder.name}.record-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        config.save_pretrained(tmp)
+        for name in _TOKENIZER_FILES:
+            if source is not None and (Path(source) / name).is_file():
+                shutil.copy2(Path(source) / name, tmp / name)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def recorded_architecture(checkpoint: str | os.PathLike[str]) -> Path | None:
+    """The architecture folder :func:`record_architecture` wrote for ``checkpoint``, if any.
+
+    Args:
+        checkpoint: a checkpoints folder, or one tag folder in it.
+    """
+    path = Path(checkpoint)
+    for folder in (path / ARCHITECTURE_DIR, path.parent / ARCHITECTURE_DIR):
+        if (folder / "config.json").is_file():
+            return folder
+    return None
+
+
 def export_checkpoint(
     checkpoint: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -132,9 +197,10 @@ def export_checkpoint(
     Args:
         checkpoint: a checkpoints folder (``latest`` is used) or one tag folder.
         out: the output folder; must not exist, or be empty.
-        model: the run's local HF model folder (the architecture, and tokenizer files to copy).
+        model: the run's local HF model folder (the architecture, and tokenizer files to copy);
+            default: the architecture the run recorded (:func:`recorded_architecture`).
         ds_config: the run's ds_config (path or loaded ``RunConfig``), for the reference loop's
-            default GPT-2 when ``model`` is not given.
+            default GPT-2 when ``model`` is not given and the run recorded no architecture.
 
     Returns:
         What was written (:class:`Exported`).
@@ -149,6 +215,8 @@ def export_checkpoint(
         raise ConfigError(f"export: {out} exists and is not an empty folder")
     if model is not None and not Path(model).is_dir():
         raise ConfigError(f"--model {model}: not a local model folder")
+    if model is None:
+        model = recorded_architecture(checkpoint)
     run = None
     if model is None and ds_config is not None:
         from curriculum_ds.config import RunConfig, load_config

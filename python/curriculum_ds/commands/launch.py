@@ -1,4 +1,4 @@
-"""Build and run the DeepSpeed launcher command for ``curriculum_ds.train``."""
+"""Build and run the DeepSpeed launcher command for ``curriculum_ds.train`` or a user's script."""
 
 from __future__ import annotations
 
@@ -45,17 +45,21 @@ def build_command(
     num_gpus: int,
     train_args: Sequence[str] = (),
     master_port: int | None = None,
+    script: Path | None = None,
 ) -> list[str]:
     """The launcher command line.
 
     ``deepspeed --num_gpus N --master_port P --module curriculum_ds.train --deepspeed_config X ...``
-    (DeepSpeed's launcher spells the module flag ``--module``; it appends ``--local_rank=K``).
+    (DeepSpeed's launcher spells the module flag ``--module``; it appends ``--local_rank=K``), or
+    with ``script``: ``deepspeed --num_gpus N --master_port P SCRIPT --deepspeed_config X ...``.
 
     Args:
         ds_config: Path of the ds_config JSON with the ``curriculum`` section.
         num_gpus: Ranks to start on this node (CUDA devices, or CPU ranks without CUDA), ≥ 1.
-        train_args: Further arguments of ``curriculum_ds.train`` (``--run-dir DIR`` ...).
+        train_args: Further arguments of ``curriculum_ds.train`` (``--run-dir DIR`` ...), or of
+            ``script``.
         master_port: Rendezvous port; a free one is picked when None.
+        script: A user's training script to start on every rank instead of the reference loop.
 
     Raises:
         ValueError: If ``num_gpus`` < 1.
@@ -63,14 +67,14 @@ def build_command(
     if num_gpus < 1:
         raise ValueError(f"--num-gpus must be >= 1, got {num_gpus}")
     port = master_port if master_port is not None else free_port()
+    target = ["--module", "curriculum_ds.train"] if script is None else [str(script)]
     return [
         _deepspeed_executable(),
         "--num_gpus",
         str(num_gpus),
         "--master_port",
         str(port),
-        "--module",
-        "curriculum_ds.train",
+        *target,
         "--deepspeed_config",
         str(ds_config),
         *train_args,

@@ -7,17 +7,18 @@ step, forward and backward each of this rank's micro-batches, finish the step, l
 Everything curriculum-specific (phase swaps, token-weighted loss, re-weighting, resume rules)
 happens inside the API, so a loop of your own does exactly what this one does.
 
-Around the loop, from public modules a user loop can call the same way: the start banner and a
-log line every ``--log-interval`` steps when stderr is not a terminal or with ``--no-progress``
-(:mod:`curriculum_ds.records.progress`; a tqdm bar on a terminal), ``--keep-last N`` checkpoint tags
-(:func:`curriculum_ds.checkpoint.retention.prune_checkpoints`, rank 0, after ``save_checkpoint``
-returned) and ``--export-final DIR`` (:func:`curriculum_ds.commands.export.export_checkpoint`, rank
-0, after the last save). SIGTERM (preemption) ends the loop after the step in progress, with a
-checkpoint of it (``curriculum.stop_requested``), exit code 0.
+Around the loop, :class:`curriculum_ds.RunDir`, the public bookkeeping a user loop uses the same
+way: the resume, the records, the start banner and a log line every ``--log-interval`` steps when
+stderr is not a terminal or with ``--no-progress`` (a tqdm bar on a terminal), evaluations, the
+save cadence, ``--keep-last N`` checkpoint tags, SIGTERM (preemption: the loop ends after the step
+in progress, with a checkpoint of it, exit code 0) and the end-of-run summary. Then
+``--export-final DIR`` (:func:`curriculum_ds.commands.export.export_checkpoint`, rank 0, after the
+last save). ``--model-factory module:function`` trains a user's own model
+(:mod:`curriculum_ds.model_factory`).
 
 The module is a package: ``args`` (the command line), ``entry`` (:func:`main`: the checks before
 any rank trains, the run-dir lock, the exit code; :func:`shutdown`), ``loop`` (:func:`train`, the
-loop itself, and its end-of-run summary). Its default model is the library's
+loop itself). Its default model is the library's
 (:func:`curriculum_ds.default_model.build_model`, re-exported here).
 """
 

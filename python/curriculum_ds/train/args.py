@@ -43,6 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="local HF model folder; default: a small GPT-2 built from a config",
     )
     p.add_argument(
+        "--model-factory",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="your own model: FUNCTION(vocab_size=V, max_seq_len=L) returns a torch.nn.Module, "
+        "or (module, forward) with forward(engine, mb) -> logits (e.g. "
+        "curriculum_ds.model_factory.nanogpt_forward)",
+    )
+    p.add_argument(
         "--save-interval",
         type=int,
         default=0,
@@ -116,5 +124,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--log-interval: must be >= 0 (0: about every 10 s), got {args.log_interval}")
     if args.keep_last is not None and args.keep_last < 1:
         parser.error(f"--keep-last: must be >= 1, got {args.keep_last}")
+    if args.model is not None and args.model_factory is not None:
+        parser.error("--model and --model-factory: give one of them")
     args.local_rank = resolve_local_rank(args.local_rank)
     return args

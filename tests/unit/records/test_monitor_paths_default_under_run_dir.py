@@ -103,7 +103,7 @@ def test_the_reference_loop_hands_deepspeed_the_defaulted_config(
         tensorboard={"enabled": True, "output_path": str(tmp_path / "mine"), "job_name": "j"},
     )
     run_dir = tmp_path / "run"
-    args = argparse.Namespace(model=None, run_dir=run_dir)
+    args = argparse.Namespace(model=None, model_factory=None, run_dir=run_dir)
     with pytest.raises(Stop):
         train(args, load_config(cfg, check_data=False), None)
     assert seen["csv_monitor"]["output_path"] == str(run_dir / "monitors" / "csv")
