@@ -50,7 +50,7 @@ def train(
 
     cfg = run.curriculum
     torch.manual_seed(cfg.seed)  # model init only; the data order uses no global RNG
-    model = build_model(args.model, cfg, max(p.train_loader.max_seq_len for p in cfg.schedule))
+    model = build_model(args.model, cfg, max(p.train_loader.peak_seq_len for p in cfg.schedule))
     # monitors without an output_path write under --run-dir/monitors/, not the working dir
     ds_config = default_monitor_paths(run.ds_config, args.run_dir)
     engine, curriculum = cds.initialize(model=model, config=replace(run, ds_config=ds_config))
