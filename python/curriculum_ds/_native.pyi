@@ -36,7 +36,11 @@ def sample_without_replacement(
 ) -> NDArray[np.int64]: ...
 def epoch_permutation(n: int, seed: int, epoch: int) -> NDArray[np.int64]: ...
 def blend_samples(
-    proportions: NDArray[np.float64], counts: NDArray[np.int64], start: int, n: int
+    proportions: NDArray[np.float64],
+    counts: NDArray[np.int64],
+    start: int,
+    n: int,
+    base: NDArray[np.float64] | None = None,
 ) -> NDArray[np.int64]: ...
 def blend_tokens(
     proportions: NDArray[np.float64],
@@ -44,6 +48,7 @@ def blend_tokens(
     lengths: NDArray[np.int64],
     offsets: NDArray[np.int64],
     n: int,
+    base: NDArray[np.float64] | None = None,
 ) -> NDArray[np.int64]: ...
 
 @final

@@ -340,6 +340,58 @@ def curve(run_dir: Path, png: Path | None) -> None:
 
 
 @main.command()
+@click.argument("ds_config", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="write the migrated ds_config here (default: print it)",
+)
+@click.option(
+    "--num-gpus",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="data-parallel ranks, for the global batch when the file has no train_batch_size",
+)
+@click.option(
+    "--total-steps",
+    default=None,
+    type=click.IntRange(min=1),
+    help="optimizer steps of the whole run (a phase at the full length follows the warmup); "
+    "default: the curriculum's own steps",
+)
+@click.option(
+    "--data",
+    default="data/train",
+    show_default=True,
+    help="the stream folder (prepared MDS) of the migrated phases",
+)
+def migrate(
+    ds_config: Path, out: Path | None, num_gpus: int, total_steps: int | None, data: str
+) -> None:
+    """Translate DeepSpeed's sequence-length curriculum into the curriculum section.
+
+    DS_CONFIG's `curriculum_learning` (seqlen: fixed_linear, fixed_root, fixed_discrete) or
+    data-efficiency seqlen curriculum becomes a `max_seq_len` ramp, DeepSpeed's steps tokens at
+    the global batch and the schedule's lengths (one line on stderr says how).
+    """
+    import json
+
+    from curriculum_ds.commands.migrate import migrate_config, read_ds_config
+
+    migrated, note = migrate_config(
+        read_ds_config(ds_config), num_gpus=num_gpus, local=data, total_steps=total_steps
+    )
+    text = json.dumps(migrated, indent=2)
+    if out is None:
+        click.echo(text)
+    else:
+        out.write_text(text + "\n")
+    click.echo(f"curriculum_ds: note: {note}", err=True)
+
+
+@main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option(
     "--png",

@@ -16,6 +16,14 @@ resumable whatever the number of ranks:
   be known before the slot is decided, so each stream keeps a lookahead of up to one global batch
   of already drawn samples (``pending`` in the state). Both rules run in the Rust kernels
   :func:`~curriculum_ds.kernels.blend_samples` / :func:`~curriculum_ds.kernels.blend_tokens`.
+* **Mixtures that move.** A stream's proportion may be a ramp (:mod:`curriculum_ds.config.ramps`):
+  a step's shares are the ramp's values at the step's start ``fraction`` of the phase, normalised
+  over the streams, and the deficit rule tracks the *integral* of that step-wise target
+  (``targets`` in the state, float64 per stream, in the proportion unit): after every step each
+  stream's count is within one sample (or one sample's tokens) of it. A ``max_seq_len`` ramp
+  (sequence-length warmup) truncates a step's samples to its value at the step's start
+  (:meth:`~curriculum_ds.config.LoaderConfig.seq_len_at`); token counts, and so durations, count
+  the truncated tokens.
 * **Samples within a stream.** A :class:`curriculum_ds.kernels.BucketSampler` per stream: the next
   index of a per-epoch permutation (one bucket, the default) or of the permutation of a bucket
   picked by the dynamic re-weighting probabilities. Each stream runs through its own epochs;
@@ -32,19 +40,19 @@ resumable whatever the number of ranks:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from curriculum_ds.data import close_stream, open_stream, read_stream_info, sync_stream_metadata
-from curriculum_ds.data.streams import drop_cached_shard, shared_memory_lock
+from curriculum_ds.data import close_stream, open_stream, read_stream_info
+from curriculum_ds.data.streams import drop_cached_shard
+from curriculum_ds.data.streams import streaming_registration as _streaming_registration
+from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
 from curriculum_ds.errors import DownloadError
 from curriculum_ds.kernels import BucketSampler, blend_samples, blend_tokens
 from curriculum_ds.microbatch import MicroBatch, collate
@@ -82,7 +90,8 @@ class PhaseLoader:
         self.seed = seed
         self.num_buckets = num_buckets
         loader = phase.train_loader
-        self.max_seq_len = loader.max_seq_len
+        self.max_seq_len = loader.peak_seq_len  # the largest point of a warmup ramp
+        self.seq_len = loader.seq_len_at(0.0)  # this step's truncation (moves with a warmup)
         self.stream_names = [s.name or _default_name(s.local) for s in loader.streams]
         self.remotes = [s.remote for s in loader.streams]
         for name, s in zip(self.stream_names, loader.streams, strict=True):
@@ -99,18 +108,21 @@ class PhaseLoader:
             self.datasets = [open_stream(s.local, s.remote) for s in loader.streams]
         # released by close(), or when the loader is garbage-collected if nobody called it
         self._release = weakref.finalize(self, _close_all, self.datasets)
-        proportions = np.array([s.proportion for s in loader.streams], dtype=np.float64)
-        self.proportions = proportions / proportions.sum()
+        self.moving_mix = loader.is_moving_mix
+        self.proportions = np.array(loader.proportions_at(0.0), dtype=np.float64)
+        # a moving mix only: the integral of each stream's target so far, in the unit counted
+        self.targets = np.zeros(len(loader.streams), dtype=np.float64)
+        self.loss_weights = np.array([s.loss_weight for s in loader.streams], dtype=np.float64)
         self.samples_per_pass = int(
             loader.epoch_size
             if loader.epoch_size is not None
             else sum(info.num_samples for info in self.infos)
         )
         # input tokens per sample after truncation: what "tok" durations count (no padding)
-        self.num_tokens = [
-            np.minimum(np.asarray(info.metrics["num_tokens"], dtype=np.int64), self.max_seq_len)
-            for info in self.infos
+        self._raw_tokens = [
+            np.asarray(info.metrics["num_tokens"], dtype=np.int64) for info in self.infos
         ]
+        self.num_tokens = [np.minimum(t, self.seq_len) for t in self._raw_tokens]
         self.samplers = [
             BucketSampler(
                 np.zeros(info.num_samples, dtype=np.int64),
@@ -128,26 +140,46 @@ class PhaseLoader:
 
     # ----------------------------------------------------------------------------- ordering
     def next_global_batch(
-        self, global_batch_size: int, probs: npt.NDArray[np.float64] | None = None
+        self,
+        global_batch_size: int,
+        probs: npt.NDArray[np.float64] | None = None,
+        *,
+        fraction: float = 0.0,
     ) -> npt.NDArray[np.int64]:
         """Draw the next global batch.
 
         Args:
             global_batch_size: Samples per optimizer step over all ranks and micro-batches.
             probs: Bucket probabilities, float64 ``(num_buckets,)`` summing to 1; None = uniform.
+            fraction: The step's start progress in the phase, in [0, 1] (its consumed share of
+                the phase's duration): where ramps are read. Ignored without ramps.
 
         Returns:
             int64 ``(global_batch_size, 2)`` of ``(stream_idx, sample_idx)`` in global order.
-            Deterministic given (seed, phase_idx, counters, probs).
+            Deterministic given (seed, phase_idx, counters, probs, fraction). Until the next
+            draw, :meth:`stream_tokens` and :meth:`fetch` truncate to this step's ``seq_len``.
         """
         if probs is None:
             probs = np.full(self.num_buckets, 1.0 / self.num_buckets)
+        loader = self.phase.train_loader
+        seq_len = loader.seq_len_at(fraction)
+        if seq_len != self.seq_len:
+            self.seq_len = seq_len
+            self.num_tokens = [np.minimum(t, seq_len) for t in self._raw_tokens]
+        if self.moving_mix:
+            self.proportions = np.array(loader.proportions_at(fraction), dtype=np.float64)
         if self.proportion_unit == "tokens":
             return self._next_by_tokens(global_batch_size, probs)
         num_streams = len(self.infos)
-        stream_of_slot = blend_samples(
-            self.proportions, self.stream_counts, self.num_samples, global_batch_size
-        )
+        if self.moving_mix:  # the slots of this call count from 1 over the targets so far
+            stream_of_slot = blend_samples(
+                self.proportions, self.stream_counts, 0, global_batch_size, base=self.targets
+            )
+            self.targets = self.targets + self.proportions * global_batch_size
+        else:
+            stream_of_slot = blend_samples(
+                self.proportions, self.stream_counts, self.num_samples, global_batch_size
+            )
         self.stream_counts += np.bincount(stream_of_slot, minlength=num_streams)
         self.num_samples += global_batch_size
         batch = np.empty((global_batch_size, 2), dtype=np.int64)
@@ -174,9 +206,11 @@ class PhaseLoader:
                     [self.pending[stream], sampler.sample(probs, missing)]
                 )
         lengths = [self.num_tokens[s][p] for s, p in enumerate(self.pending)]
+        base = self.targets if self.moving_mix else None
         stream_of_slot = blend_tokens(
-            self.proportions, self.placed_tokens, lengths, global_batch_size
+            self.proportions, self.placed_tokens, lengths, global_batch_size, base=base
         )
+        placed_before = int(self.placed_tokens.sum())
         batch = np.empty((global_batch_size, 2), dtype=np.int64)
         batch[:, 0] = stream_of_slot
         for stream in range(len(self.samplers)):
@@ -187,6 +221,10 @@ class PhaseLoader:
             self.stream_counts[stream] += taken
             self.pending[stream] = self.pending[stream][taken:]
         self.num_samples += global_batch_size
+        if self.moving_mix:
+            self.targets = self.targets + self.proportions * (
+                int(self.placed_tokens.sum()) - placed_before
+            )
         return batch
 
     def set_buckets(self, buckets: Sequence[npt.NDArray[np.int64]]) -> None:
@@ -242,7 +280,7 @@ class PhaseLoader:
                 against its recorded hash, or a local shard file went missing), naming the stream.
         """
         out = []
-        datasets, limit = self.datasets, self.max_seq_len
+        datasets, limit = self.datasets, self.seq_len
         for stream, index in pairs.tolist():  # plain ints: no numpy scalar per sample
             try:
                 tokens = datasets[stream][index]["input_ids"]
@@ -250,7 +288,7 @@ class PhaseLoader:
                 if self.remotes[stream] is not None:  # no unverified shard left in the cache
                     drop_cached_shard(datasets[stream], index)
                 raise DownloadError(self._fetch_failure(stream, index, err)) from None
-            out.append(np.asarray(tokens)[:limit])
+            out.append(np.asarray(tokens)[:limit])  # a warmup step's length, else max_seq_len
         return out
 
     def _fetch_failure(self, stream: int, index: int, err: Exception) -> str:
@@ -286,6 +324,7 @@ class PhaseLoader:
         With ``proportion_unit: "tokens"`` also ``proportion_unit``, ``stream_tokens`` (tokens
         placed per stream) and ``pending`` (per stream, the sample indices drawn but not placed
         yet, at most one global batch each); with ``"samples"`` the dict is as it always was.
+        A moving mix adds ``targets`` (per stream, the integral of its target so far).
         """
         state: dict[str, Any] = {
             "phase_idx": self.phase_idx,
@@ -297,6 +336,8 @@ class PhaseLoader:
             state["proportion_unit"] = "tokens"
             state["stream_tokens"] = self.placed_tokens.tolist()
             state["pending"] = [p.tolist() for p in self.pending]
+        if self.moving_mix:  # floats round-trip exactly through JSON and torch.save
+            state["targets"] = self.targets.tolist()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -319,6 +360,14 @@ class PhaseLoader:
                 f"{self.proportion_unit!r}"
             )
         stream_tokens, pending = self._token_state(state)
+        targets = np.zeros(len(self.samplers), dtype=np.float64)
+        if self.moving_mix:
+            targets = np.asarray(state["targets"], dtype=np.float64)
+            if targets.shape != (len(self.samplers),) or not np.isfinite(targets).all():
+                raise ValueError(
+                    f"loader state targets {targets.tolist()} do not fit a phase of "
+                    f"{len(self.samplers)} stream(s)"
+                )
         num_samples = int(state["num_samples"])
         stream_counts = np.asarray(state["stream_counts"], dtype=np.int64)
         samplers = state["samplers"]
@@ -341,6 +390,7 @@ class PhaseLoader:
         self.stream_counts = stream_counts
         self.placed_tokens = stream_tokens
         self.pending = pending
+        self.targets = targets
 
     def _token_state(
         self, state: dict[str, Any]
@@ -371,47 +421,6 @@ class PhaseLoader:
     def close(self) -> None:
         """Release the streaming datasets (and their shared memory, see ``close_stream``)."""
         self._release()
-
-
-@contextlib.contextmanager
-def _streaming_registration() -> Iterator[None]:
-    """Open streams as one step with respect to other curriculum_ds jobs on this node.
-
-    mosaicml-streaming picks a shared-memory prefix by scanning for the first free one, and the
-    node's local leader then creates it: two jobs that start at once pick the same prefix and one
-    fails with ``FileExistsError: '/00000N_locals'``, and a prefix freed by another job between two
-    ranks' scans makes them disagree ("prefix was not registered by local leader"). Every rank of
-    a job scans, so the whole job's registration is serialised: once every rank has released its
-    previous streams (first barrier: a release takes the same lock, shared), local rank 0 holds
-    :func:`~curriculum_ds.data.streams.shared_memory_lock` exclusively while every rank opens its
-    streams, between two more barriers.
-    """
-    import torch.distributed as dist
-
-    distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    if distributed:
-        dist.barrier()  # every rank's close_stream (which takes the lock, shared) is done
-    leader = int(os.environ.get("LOCAL_RANK", "0") or 0) == 0
-    with shared_memory_lock(exclusive=True) if leader else contextlib.nullcontext():
-        if distributed:
-            dist.barrier()  # no rank of this job scans before the lock is held
-        yield
-        if distributed:
-            dist.barrier()  # every rank has registered before the lock goes
-
-
-def _sync_remote(name: str, local: str, remote: str) -> None:
-    """Bring a remote stream's metadata into its cache folder.
-
-    Raises:
-        DownloadError: naming the stream (a verdict of this rank: each rank syncs on its own).
-    """
-    from curriculum_ds.errors import DataError
-
-    try:
-        sync_stream_metadata(local, remote)
-    except DataError as err:
-        raise DownloadError(f"stream {name!r}: {err}") from None
 
 
 def _close_all(datasets: list[Any]) -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "deepspeed_grad_divisor",
     "engine_grad_divisor",
     "global_valid_tokens",
+    "global_weighted_valid_tokens",
     "per_sample_token_losses",
     "scale_micro_batch_loss",
 ]
@@ -148,6 +149,43 @@ def global_valid_tokens(
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(local)
     return local
+
+
+def global_weighted_valid_tokens(
+    micro_batch_labels: list[torch.Tensor],
+    row_weights: list[torch.Tensor],
+    *,
+    device: torch.device | str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The step's loss-bearing tokens and their weighted sum, all-reduced together once.
+
+    The denominators of per-stream ``loss_weight`` (``sum(w * loss) / sum(w)`` over the step's
+    loss-bearing tokens, NeMo-Automodel's separate loss weights): the plain count, as
+    :func:`global_valid_tokens`, and ``sum(w)`` over the same tokens, summed over every
+    micro-batch and data-parallel rank in ONE all-reduce of a float64 2-vector (counts stay exact
+    below 2^53).
+
+    Args:
+        micro_batch_labels: this rank's labels of every micro-batch of the step, int64
+            ``(micro_batch_size, seq_len)``.
+        row_weights: per micro-batch, float ``(micro_batch_size,)`` the weight of each row's
+            tokens (its stream's ``loss_weight``, > 0).
+        device: where the sums live (the engine's device).
+
+    Returns:
+        ``(count, weighted)``: a scalar int64 tensor (loss-bearing tokens, global) and a scalar
+        float64 tensor (their summed weights, global), both on ``device``.
+    """
+    import torch.distributed as dist
+
+    local = torch.zeros(2, dtype=torch.float64, device=device)
+    for labels, weights in zip(micro_batch_labels, row_weights, strict=True):
+        per_row = (labels.to(device)[:, 1:] != IGNORE_INDEX).sum(dim=1).double()
+        local[0] += per_row.sum()
+        local[1] += (per_row * weights.to(device=device, dtype=torch.float64)).sum()
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(local)
+    return local[0].round().to(torch.int64), local[1]
 
 
 def deepspeed_grad_divisor(

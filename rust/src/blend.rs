@@ -7,6 +7,11 @@
 //! of the stream's next sample. Ties go to the lowest stream index (numpy's `argmax`). The
 //! arithmetic is `f64`, exactly as numpy computes it, so the order is byte-identical to the
 //! Python loop it replaces.
+//!
+//! A phase whose proportions move (a ramp) passes each stream's `base`: its target at the start
+//! of the call, the integral of its moving share so far. The deficit is then
+//! `base_s + p_s * x - placed_s`, `x` the slots (samples) or tokens placed by this call, so the
+//! realised counts track the integral of the step-wise target, not its current value.
 
 use crate::error::{invalid_arg, Result};
 
@@ -23,6 +28,24 @@ fn argmax(n: usize, deficit: impl Fn(usize) -> f64) -> usize {
         }
     }
     best
+}
+
+fn check_base(base: Option<&[f64]>, num_streams: usize) -> Result<()> {
+    if let Some(base) = base {
+        if base.len() != num_streams {
+            return Err(invalid_arg(
+                "base",
+                format!("{} targets for {num_streams} streams", base.len()),
+            ));
+        }
+        if let Some(s) = base.iter().position(|b| !b.is_finite()) {
+            return Err(invalid_arg(
+                "base",
+                format!("base[{s}] = {} must be finite", base[s]),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_shares(shares: &[f64], counters: usize) -> Result<()> {
@@ -56,12 +79,32 @@ fn check_shares(shares: &[f64], counters: usize) -> Result<()> {
 /// # Errors
 /// `InvalidArgument` for no stream, a length mismatch or a negative/non-finite proportion.
 pub fn blend_samples(shares: &[f64], counts: &[i64], start: u64, n: usize) -> Result<Vec<i64>> {
+    blend_samples_from(shares, None, counts, start, n)
+}
+
+/// [`blend_samples`] from per-stream targets: slot `j` of the call (from 1) goes to the stream
+/// with the largest `base[s] + shares[s] * (start + j) - counts[s]`; `base` None is all zeros
+/// (exactly [`blend_samples`]). A ramp passes `start = 0` and the targets at the step's start.
+///
+/// # Errors
+/// As [`blend_samples`], and `InvalidArgument` for a `base` of another length or not finite.
+pub fn blend_samples_from(
+    shares: &[f64],
+    base: Option<&[f64]>,
+    counts: &[i64],
+    start: u64,
+    n: usize,
+) -> Result<Vec<i64>> {
     check_shares(shares, counts.len())?;
+    check_base(base, shares.len())?;
     let mut counts: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
     let mut out = Vec::with_capacity(n);
     for j in 0..n as u64 {
         let k = (start + j + 1) as f64;
-        let s = argmax(shares.len(), |s| shares[s] * k - counts[s]);
+        let s = match base {
+            None => argmax(shares.len(), |s| shares[s] * k - counts[s]),
+            Some(b) => argmax(shares.len(), |s| b[s] + shares[s] * k - counts[s]),
+        };
         counts[s] += 1.0;
         out.push(s as i64);
     }
@@ -84,7 +127,25 @@ pub fn blend_tokens(
     offsets: &[usize],
     n: usize,
 ) -> Result<Vec<i64>> {
+    blend_tokens_from(shares, None, tokens, lengths, offsets, n)
+}
+
+/// [`blend_tokens`] from per-stream targets: with `base`, the next slot goes to the stream with
+/// the largest `base[s] + shares[s] * x - tokens[s]`, `x` the tokens this call placed so far
+/// (from 0); `base` None is [`blend_tokens`] (`x` counts from the tokens already placed).
+///
+/// # Errors
+/// As [`blend_tokens`], and `InvalidArgument` for a `base` of another length or not finite.
+pub fn blend_tokens_from(
+    shares: &[f64],
+    base: Option<&[f64]>,
+    tokens: &[i64],
+    lengths: &[i64],
+    offsets: &[usize],
+    n: usize,
+) -> Result<Vec<i64>> {
     check_shares(shares, tokens.len())?;
+    check_base(base, shares.len())?;
     let num_streams = shares.len();
     if offsets.len() != num_streams + 1
         || offsets[0] != 0
@@ -107,11 +168,18 @@ pub fn blend_tokens(
         ));
     }
     let mut placed: Vec<f64> = tokens.iter().map(|&t| t as f64).collect();
-    let mut total: f64 = placed.iter().sum();
+    let mut total: f64 = if base.is_some() {
+        0.0
+    } else {
+        placed.iter().sum()
+    };
     let mut next = offsets[..num_streams].to_vec();
     let mut out = Vec::with_capacity(n);
     for slot in 0..n {
-        let s = argmax(num_streams, |s| shares[s] * total - placed[s]);
+        let s = match base {
+            None => argmax(num_streams, |s| shares[s] * total - placed[s]),
+            Some(b) => argmax(num_streams, |s| b[s] + shares[s] * total - placed[s]),
+        };
         if next[s] == offsets[s + 1] {
             return Err(invalid_arg(
                 "lengths",
@@ -180,7 +248,61 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_base_is_the_plain_rule() {
+        let p = [0.5, 0.3, 0.2];
+        let plain = blend_samples(&p, &[0, 0, 0], 0, 50).unwrap();
+        let from = blend_samples_from(&p, Some(&[0.0; 3]), &[0, 0, 0], 0, 50).unwrap();
+        assert_eq!(plain, from);
+        let lengths: Vec<i64> = (0..150).map(|i| 1 + i % 7).collect();
+        let offsets = [0, 50, 100, 150];
+        let plain = blend_tokens(&p, &[0, 0, 0], &lengths, &offsets, 50).unwrap();
+        let from =
+            blend_tokens_from(&p, Some(&[0.0; 3]), &[0, 0, 0], &lengths, &offsets, 50).unwrap();
+        assert_eq!(plain, from);
+    }
+
+    #[test]
+    fn a_share_of_one_in_a_thousand_is_honoured() {
+        let p = [0.6, 0.399, 0.001];
+        let n = 100_000;
+        let streams = blend_samples(&p, &[0, 0, 0], 0, n).unwrap();
+        let rare = streams.iter().filter(|&&s| s == 2).count() as f64;
+        assert!((rare / n as f64 - 0.001).abs() <= 0.0005, "{rare}");
+        // in tokens, lengths 10x apart, the rare stream the long one
+        let lengths: Vec<i64> = [vec![10; n], vec![100; n], vec![100; n]].concat();
+        let streams = blend_tokens(&p, &[0, 0, 0], &lengths, &[0, n, 2 * n, 3 * n], n).unwrap();
+        let mut placed = [0f64; 3];
+        for &s in &streams {
+            placed[usize::try_from(s).unwrap()] += if s == 0 { 10.0 } else { 100.0 };
+        }
+        let share = placed[2] / placed.iter().sum::<f64>();
+        assert!((share - 0.001).abs() <= 0.0005, "{share}");
+    }
+
+    #[test]
+    fn a_moving_target_is_tracked_from_its_base() {
+        // two streams ramping 0.9 -> 0.1 over 100 calls of 10 slots: counts stay within one
+        // sample of the integral of the step-wise target
+        let mut counts = [0i64; 2];
+        let mut target = [0f64; 2];
+        for step in 0..100 {
+            let a = 0.9 - 0.8 * f64::from(step) / 100.0;
+            let p = [a, 1.0 - a];
+            let streams = blend_samples_from(&p, Some(&target), &counts, 0, 10).unwrap();
+            for &s in &streams {
+                counts[usize::try_from(s).unwrap()] += 1;
+            }
+            for s in 0..2 {
+                target[s] += p[s] * 10.0;
+                assert!((counts[s] as f64 - target[s]).abs() <= 1.0);
+            }
+        }
+    }
+
+    #[test]
     fn refuses_bad_arguments() {
+        assert!(blend_samples_from(&[1.0], Some(&[0.0, 0.0]), &[0], 0, 1).is_err());
+        assert!(blend_samples_from(&[1.0], Some(&[f64::NAN]), &[0], 0, 1).is_err());
         assert!(blend_samples(&[], &[], 0, 1).is_err());
         assert!(blend_samples(&[1.0], &[0, 0], 0, 1).is_err());
         assert!(blend_samples(&[f64::NAN], &[0], 0, 1).is_err());

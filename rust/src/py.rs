@@ -203,13 +203,16 @@ fn sample_without_replacement<'py>(
 }
 
 /// Stream of each of the next `n` slots, largest deficit in samples (see `rust/src/blend.rs`).
+/// `base`: float64 targets at the call's start (a ramp), None for the plain rule.
 #[pyfunction]
+#[pyo3(signature = (proportions, counts, start, n, base=None))]
 fn blend_samples<'py>(
     py: Python<'py>,
     proportions: &Bound<'py, PyAny>,
     counts: &Bound<'py, PyAny>,
     start: &Bound<'py, PyAny>,
     n: i64,
+    base: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let p = typed::<f64>(proportions, "proportions", "float64")?;
     let p = slice(&p, "proportions")?;
@@ -217,11 +220,17 @@ fn blend_samples<'py>(
     let c = slice(&c, "counts")?;
     let start = u64_arg(start, "start")?;
     let n = count(n, "n")?;
-    Ok(detach(py, || blend::blend_samples(p, c, start, n))?.into_pyarray(py))
+    let b = base
+        .map(|b| typed::<f64>(b, "base", "float64"))
+        .transpose()?;
+    let b = b.as_ref().map(|b| slice(b, "base")).transpose()?;
+    Ok(detach(py, || blend::blend_samples_from(p, b, c, start, n))?.into_pyarray(py))
 }
 
 /// Stream of each of the next `n` slots, largest deficit in tokens (see `rust/src/blend.rs`).
+/// `base`: float64 targets at the call's start (a ramp), None for the plain rule.
 #[pyfunction]
+#[pyo3(signature = (proportions, tokens, lengths, offsets, n, base=None))]
 fn blend_tokens<'py>(
     py: Python<'py>,
     proportions: &Bound<'py, PyAny>,
@@ -229,6 +238,7 @@ fn blend_tokens<'py>(
     lengths: &Bound<'py, PyAny>,
     offsets: &Bound<'py, PyAny>,
     n: i64,
+    base: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let shares = typed::<f64>(proportions, "proportions", "float64")?;
     let shares = slice(&shares, "proportions")?;
@@ -242,7 +252,14 @@ fn blend_tokens<'py>(
         .map(|v| usize::try_from(v).unwrap_or(usize::MAX))
         .collect();
     let n = count(n, "n")?;
-    Ok(detach(py, || blend::blend_tokens(shares, placed, next, &bounds, n))?.into_pyarray(py))
+    let b = base
+        .map(|b| typed::<f64>(b, "base", "float64"))
+        .transpose()?;
+    let b = b.as_ref().map(|b| slice(b, "base")).transpose()?;
+    Ok(detach(py, || {
+        blend::blend_tokens_from(shares, b, placed, next, &bounds, n)
+    })?
+    .into_pyarray(py))
 }
 
 /// Fisher–Yates permutation of `0..n` from `(seed, epoch)`.

@@ -52,6 +52,7 @@ def _ds_config(
     gas: int,
     mb: int,
     stage: int,
+    streams: list[dict[str, Any]] | None = None,
     **extra: Any,
 ) -> Path:
     curriculum = {
@@ -62,7 +63,10 @@ def _ds_config(
             {
                 "name": "only",
                 "duration": "1000000tok",
-                "train_loader": {"streams": [{"local": str(data)}], "max_seq_len": MAX_SEQ_LEN},
+                "train_loader": {
+                    "streams": streams or [{"local": str(data)}],
+                    "max_seq_len": MAX_SEQ_LEN,
+                },
             }
         ],
     }
@@ -175,6 +179,59 @@ def oracle(data, tmp_path_factory) -> Oracle:
     return Oracle(_ds_config(root, "oracle", data, mode="token", ranks=1, gas=1, mb=8, stage=0))
 
 
+LOSS_WEIGHTS = (0.25, 3.0)
+"""Issue 22: two streams of the same documents, their tokens weighing 0.25 and 3 in the loss."""
+
+
+def _weighted_streams(data: Path) -> list[dict[str, Any]]:
+    return [
+        {"local": str(data), "name": name, "proportion": p, "loss_weight": w}
+        for name, p, w in (("light", 0.5, LOSS_WEIGHTS[0]), ("heavy", 0.5, LOSS_WEIGHTS[1]))
+    ]
+
+
+class WeightedOracle:
+    """The single-process full-batch ``sum(w * loss) / sum(w)`` over the step's loss tokens."""
+
+    def __init__(self, cfg_path: Path):
+        cfg = load_config(cfg_path).curriculum
+        torch.manual_seed(cfg.seed)
+        model = build_model(None, cfg, MAX_SEQ_LEN)
+        self.init = _flat({n: p.detach() for n, p in model.named_parameters()})
+        loader = PhaseLoader(cfg.schedule[0], 0, seed=cfg.seed)
+        batch = loader.next_global_batch(GLOBAL_BATCH, None)
+        (full,) = loader.micro_batches(
+            batch, dp_rank=0, dp_world_size=1, micro_batch_size=GLOBAL_BATCH
+        )
+        logits = model(input_ids=full.input_ids, attention_mask=full.attention_mask).logits
+        labels = full.labels[:, 1:]
+        token_losses = F.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.size(-1)).float(),
+            labels.reshape(-1),
+            ignore_index=IGNORE_INDEX,
+            reduction="none",
+        ).view(labels.shape)
+        mask = (labels != IGNORE_INDEX).double()
+        weights = torch.tensor(LOSS_WEIGHTS, dtype=torch.float64)[torch.from_numpy(batch[:, 0])]
+        per_token = weights[:, None] * mask
+        loss = (token_losses.double() * per_token).sum() / per_token.sum()
+        self.loss, self.update = self._update(model, loss)
+        plain = (token_losses.double() * mask).sum() / mask.sum()
+        self.token_loss, self.plain_update = self._update(model, plain)
+        per_stream = (token_losses.double() * mask).detach()
+        self.stream_losses = {
+            name: float(per_stream[batch[:, 0] == s].sum() / mask[batch[:, 0] == s].sum())
+            for s, name in enumerate(("light", "heavy"))
+        }
+        assert set(batch[:, 0].tolist()) == {0, 1}  # both streams in the step
+
+    @staticmethod
+    def _update(model: Any, loss: torch.Tensor) -> tuple[float, torch.Tensor]:
+        model.zero_grad()
+        loss.backward(retain_graph=True)
+        return float(loss.detach()), -_flat({n: p.grad for n, p in model.named_parameters()})
+
+
 CORNERS = {
     "zero3-predivide-equals-dp": (
         3,
@@ -268,6 +325,18 @@ def engine_runs(data, tmp_path_factory) -> dict[tuple[Any, ...], dict[str, Any]]
         )
     for name in CORNERS:
         cases[("corner", name)] = _corner_case(root, data, name)
+    for stage in (0, 2):  # issue 22: per-stream loss weights, 2 ranks x GAS 2
+        cases[("weighted", stage)] = _case(
+            root,
+            f"weighted_z{stage}",
+            data,
+            num_gpus=2,
+            mode="token",
+            gas=2,
+            mb=2,
+            stage=stage,
+            streams=_weighted_streams(data),
+        )
     for gas, case in _c03_cases(root).items():
         cases[("c03", gas)] = case
     # last on 2 ranks: DeepSpeed's CPU accelerator may refuse fp16 (see test_fp16_dynamic_...)
@@ -282,7 +351,7 @@ def engine_runs(data, tmp_path_factory) -> dict[tuple[Any, ...], dict[str, Any]]
         stage=2,
         fp16={"enabled": True, "loss_scale": 0, "initial_scale_power": 8},
     )
-    one_rank = {k for k in cases if k[0] == "c03" or (k[0] == "token" and k[2] == 1)}
+    one_rank = {k for k in cases if k[0] == "c03" or (k[0] == "token" and len(k) > 2 and k[2] == 1)}
     outputs: dict[Path, RunOutput] = {}
     for num_gpus, keys in ((2, [k for k in cases if k not in one_rank]), (1, sorted(one_rank))):
         outputs |= launch_many(
@@ -368,6 +437,41 @@ def test_sample_mode_shows_the_difference_it_should(fp32_runs, oracle):
     assert rel_token > 1e-2  # a thousand times the token mode's tolerance
     assert run["row"]["loss"] == pytest.approx(sample_loss, rel=1e-6)
     assert run["row"]["token_loss"] == pytest.approx(oracle.token_loss, rel=1e-6)
+    _report()
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("stage", [0, 2])
+def test_loss_weights_give_the_weighted_objectives_gradient(stage, engine_runs, data, tmp_path):
+    """``loss_weight`` per stream: the update is the oracle's ``sum(w * loss) / sum(w)`` to 1e-6.
+
+    2 ranks, GAS 2, ZeRO 0 and 2; ``loss`` is the weighted objective, ``token_loss`` and the
+    per-stream losses stay unweighted. From issue 22, item 3.
+    """
+    oracle = WeightedOracle(
+        _ds_config(
+            tmp_path,
+            "oracle",
+            data,
+            mode="token",
+            ranks=1,
+            gas=1,
+            mb=8,
+            stage=0,
+            streams=_weighted_streams(data),
+        )
+    )
+    run = engine_runs[("weighted", stage)]
+    assert "row" in run, run.get("stderr")
+    rel = _rel(run["params"] - oracle.init, oracle.update)
+    MEASURED[f"loss weights zero{stage} 2x2x2 vs oracle"] = rel
+    assert rel <= 1e-6
+    row = run["row"]
+    assert row["loss"] == pytest.approx(oracle.loss, rel=1e-6)
+    assert row["token_loss"] == pytest.approx(oracle.token_loss, rel=1e-6)
+    assert _rel(oracle.update, oracle.plain_update) > 1e-2  # the weights change the gradient
+    for name, loss in oracle.stream_losses.items():
+        assert row["streams"][name]["loss"] == pytest.approx(loss, rel=1e-6)
     _report()
 
 

@@ -269,7 +269,7 @@ def _build_hf_model(model: str | os.PathLike[str] | None, run: RunConfig | None)
     from curriculum_ds.default_model import build_model
 
     cfg = run.curriculum
-    return build_model(None, cfg, max(p.train_loader.max_seq_len for p in cfg.schedule))
+    return build_model(None, cfg, max(p.train_loader.peak_seq_len for p in cfg.schedule))
 
 
 def _load_weights(hf_model: Any, state: dict[str, Any], tag_dir: Path) -> None:

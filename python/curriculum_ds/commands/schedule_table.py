@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from curriculum_ds.config import read_stream_info_checked
+from curriculum_ds.config.ramps import is_ramp
 from curriculum_ds.lr_schedule import LRSchedule
 from curriculum_ds.schedule import PhaseSchedule, duration_str
 
 if TYPE_CHECKING:
-    from curriculum_ds.config import RunConfig, StreamConfig
+    from curriculum_ds.config import LoaderConfig, RunConfig, StreamConfig
 
 __all__ = ["describe_schedule", "mix_shares"]
 
@@ -107,22 +108,24 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
     total_steps: int | None = 0
     for k, phase in enumerate(cfg.schedule):
         loader = phase.train_loader
-        psum = sum(s.proportion for s in loader.streams)
-        mix = ", ".join(f"{s.name}: {s.proportion / psum:.3g}" for s in loader.streams)
+        # a moving mix: its average shares over the phase (the estimates), its ramp in the cell
+        average = _average_shares(loader)
+        psum = sum(average)
+        mix = _mix_cell(loader, average)
         steps: int | None = None
-        means = [_mean_tokens(info(s), loader.max_seq_len) for s in loader.streams]
+        means = [_mean_tokens(info(s), loader.peak_seq_len) for s in loader.streams]
         known = [m for m in means if m is not None]
         shares = None
         if len(known) == len(means):
-            proportions = [s.proportion for s in loader.streams]
+            proportions = average
             shares = mix_shares(proportions, known, loader.proportion_unit)
             if len(known) > 1 and shares is not None:
                 share_lines.append(_shares_line(k, phase, shares))
         if schedule.unit == "tok":
             if len(known) == len(means):
                 if shares is None or loader.proportion_unit == "samples":
-                    weighted = zip(loader.streams, known, strict=True)
-                    mean = sum(s.proportion * m for s, m in weighted) / psum
+                    weighted = zip(average, known, strict=True)
+                    mean = sum(p * m for p, m in weighted) / psum
                 else:
                     mean = sum(a * m for a, m in zip(shares[0], known, strict=True))
                 if mean > 0:
@@ -146,7 +149,7 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
                 str(phase.duration),
                 duration_str(schedule.unit, schedule.ends[k]),
                 mix,
-                str(loader.max_seq_len),
+                _seq_len_cell(loader),
                 "?" if steps is None else str(steps),
             )
         )
@@ -177,3 +180,42 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
             f"end, the first {cfg.eval.max_samples} samples of each"
         )
     return "\n".join(lines)
+
+
+def _average_shares(loader: LoaderConfig) -> list[float]:
+    """The streams' proportions (constant), or a moving mix's mean shares over the phase."""
+    if not loader.is_moving_mix:
+        return [float(s.proportion) for s in loader.streams]  # type: ignore[arg-type]
+    grid = [loader.proportions_at(i / 100) for i in range(101)]
+    return [sum(column) / len(grid) for column in zip(*grid, strict=True)]
+
+
+def _ramp_fractions(loader: LoaderConfig) -> list[float]:
+    return sorted(
+        {x for s in loader.streams if is_ramp(s.proportion) for x, _ in s.proportion}  # type: ignore[union-attr]
+    )
+
+
+def _mix_cell(loader: LoaderConfig, average: list[float]) -> str:
+    """``web: 0.7, code: 0.3``, or a ramp's shares at its points: ``web: 0.9→0.1, ...``."""
+    if not loader.is_moving_mix:
+        total = sum(average)
+        return ", ".join(
+            f"{s.name}: {p / total:.3g}" for s, p in zip(loader.streams, average, strict=True)
+        )
+    at = [loader.proportions_at(x) for x in _ramp_fractions(loader)]
+    return ", ".join(
+        f"{s.name}: " + "→".join(f"{shares[j]:.3g}" for shares in at)
+        for j, s in enumerate(loader.streams)
+    )
+
+
+def _seq_len_cell(loader: LoaderConfig) -> str:
+    """``1024``, or a warmup ramp's points: ``64→256@0.5→1024``."""
+    points = loader.max_seq_len
+    if not is_ramp(points):
+        return str(points)
+    return "→".join(
+        f"{int(v)}" if x in (0.0, 1.0) else f"{int(v)}@{x:g}"
+        for x, v in points  # type: ignore[union-attr]
+    )

@@ -215,7 +215,34 @@ def curriculum_conflicts(ds_config: Mapping[str, Any]) -> dict[str, str]:
             "data-efficiency curriculum beside the curriculum section (two curricula would "
             "drive the data); set it to false or remove the block"
         )
+    if errors:
+        equivalent = _equivalent_section(ds_config)
+        if equivalent is not None:
+            for key in errors:
+                errors[key] += equivalent
     return errors
+
+
+def _equivalent_section(ds_config: Mapping[str, Any]) -> str | None:
+    """``; its equivalent ...: {...}`` for a translatable sequence-length curriculum, else None.
+
+    The section of :func:`curriculum_ds.config.legacy.migrate_config` (one line of compact
+    JSON, at one rank's global batch when the file has no ``train_batch_size``).
+    """
+    import json
+
+    from curriculum_ds.config.legacy import migrate_config
+    from curriculum_ds.errors import ConfigError
+
+    try:
+        migrated, _ = migrate_config(dict(ds_config))
+    except (ConfigError, ImportError, AssertionError, RuntimeError):
+        return None  # not translatable: the refusal alone (migrate names why)
+    section = json.dumps(migrated["curriculum"], separators=(",", ":"))
+    return (
+        "; the equivalent curriculum section (`curriculum-ds migrate DS_CONFIG` writes the "
+        f'whole file): "curriculum": {section}'
+    )
 
 
 def lr_schedule_conflicts(ds_config: Mapping[str, Any], curriculum: Any) -> list[str]:

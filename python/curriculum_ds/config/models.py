@@ -11,7 +11,7 @@ reads no file; its errors are worded by :mod:`curriculum_ds.config.messages`.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -31,6 +31,7 @@ from curriculum_ds.config.base import (
     _unique_names,
 )
 from curriculum_ds.config.messages import custom_error, show_value
+from curriculum_ds.config.ramps import Points, SeqLenPoints, is_ramp, parse_points, value_at
 from curriculum_ds.config.sections import DynamicConfig, EvalConfig, LRScheduleConfig
 
 __all__ = ["CurriculumConfig", "LoaderConfig", "PhaseConfig", "StreamConfig"]
@@ -42,9 +43,15 @@ class StreamConfig(_Model):
     local: str = Field(min_length=1)
     """Path to a prepared MDS dataset directory (holds ``index.json``); a relative path is
     relative to the current working directory of every rank."""
-    proportion: float = Field(default=1.0, gt=0, le=MAX_PROPORTION)
+    proportion: Annotated[float, Field(gt=0, le=MAX_PROPORTION)] | Points = 1.0
     """Relative share of this stream in the datamix, in (0, 1e15] (normalised over the loader's
-    streams; the bound keeps their sum finite)."""
+    streams; the bound keeps their sum finite); or a ramp, ``[[fraction_of_phase, value], ...]``
+    (values in [0, 1e15], linearly interpolated; :mod:`curriculum_ds.config.ramps`): a step's
+    shares are the values at its start progress, normalised over the loader's streams."""
+    loss_weight: float = Field(default=1.0, gt=0, le=MAX_PROPORTION)
+    """Weight of this stream's loss-bearing tokens in the objective, in (0, 1e15], separate from
+    how often it is sampled: a step's loss is ``sum(w * loss) / sum(w)`` over its loss-bearing
+    tokens (default 1.0: every token the same)."""
     name: str | None = Field(default=None, min_length=1)
     """Stream name used in traces and metrics; defaults to the final path component of
     ``local``. Unique within one loader."""
@@ -59,13 +66,20 @@ class StreamConfig(_Model):
     def _known_remote(cls, value: str | None) -> str | None:
         return _check_remote(value)
 
+    @field_validator("proportion", mode="before")
+    @classmethod
+    def _proportion_points(cls, value: Any) -> Any:
+        return parse_points(value, low=0.0, high=MAX_PROPORTION)
+
     @model_serializer(mode="wrap")
     def _omit_no_remote(self, handler: Any) -> Any:
-        # a local stream dumps as it did before `remote` existed: the checkpoints' phase dumps
-        # (compared field by field by the resume rules) stay equal
+        # a local stream dumps as it did before `remote` (and `loss_weight`) existed: the
+        # checkpoints' phase dumps (compared field by field by the resume rules) stay equal
         dumped = handler(self)
         if isinstance(dumped, dict) and dumped.get("remote") is None:
             dumped.pop("remote", None)
+        if isinstance(dumped, dict) and dumped.get("loss_weight") == 1.0:
+            dumped.pop("loss_weight", None)
         return dumped
 
     @model_validator(mode="before")
@@ -79,8 +93,11 @@ class LoaderConfig(_Model):
 
     streams: list[StreamConfig] = Field(min_length=1)
     """The datamix: one or more streams with their proportions."""
-    max_seq_len: int = Field(default=1024, ge=2, le=MAX_SEQ_LEN)
-    """Maximum tokens per sample (per sequence), in [2, 2^20]; longer samples are truncated."""
+    max_seq_len: Annotated[int, Field(ge=2, le=MAX_SEQ_LEN)] | SeqLenPoints = 1024
+    """Maximum tokens per sample (per sequence), in [2, 2^20]; longer samples are truncated. Or a
+    ramp ``[[fraction_of_phase, tokens], ...]`` (sequence-length warmup, values in [8, 2^20]): a
+    step's samples are truncated to the value at its start progress rounded down to a multiple
+    of 8 (:meth:`seq_len_at`)."""
     epoch_size: int | None = Field(default=None, ge=1)
     """Samples per pass over the datamix (global, all dp ranks); None = the sum of the streams'
     sample counts."""
@@ -102,10 +119,63 @@ class LoaderConfig(_Model):
             del data["proportion_unit"]
         return data
 
+    @field_validator("max_seq_len", mode="before")
+    @classmethod
+    def _seq_len_points(cls, value: Any) -> Any:
+        return parse_points(value, low=8, high=MAX_SEQ_LEN, integer=True)
+
     @model_validator(mode="after")
     def _unique_stream_names(self) -> LoaderConfig:
         _unique_names(self.streams)
+        self._check_moving_shares()
         return self
+
+    def _check_moving_shares(self) -> None:
+        """A ramped datamix keeps a positive total at every fraction (linear between points)."""
+        if not self.is_moving_mix:
+            return
+        fractions = sorted(
+            {x for s in self.streams if is_ramp(s.proportion) for x, _ in s.proportion}  # type: ignore[union-attr]
+        )
+        for x in fractions:
+            if sum(value_at(s.proportion, x) for s in self.streams) <= 0:
+                raise custom_error(
+                    f"the streams' proportions sum to 0 at fraction {x} of the phase", ("streams",)
+                )
+
+    @property
+    def is_moving_mix(self) -> bool:
+        """True when a stream's ``proportion`` is a ramp."""
+        return any(is_ramp(s.proportion) for s in self.streams)
+
+    @property
+    def peak_seq_len(self) -> int:
+        """The largest ``max_seq_len`` of the phase (the ramp's largest point), tokens."""
+        if is_ramp(self.max_seq_len):
+            return max(int(v) for _, v in self.max_seq_len)  # type: ignore[union-attr]
+        return int(self.max_seq_len)  # type: ignore[arg-type]
+
+    def seq_len_at(self, fraction: float) -> int:
+        """Tokens per sample of a step that starts at ``fraction`` of the phase.
+
+        A constant ``max_seq_len`` as it is; a ramp's value at ``fraction`` rounded down to a
+        multiple of 8 (at least 8), as DeepSpeed's ``difficulty_step`` rounds its sequence
+        lengths. Deterministic.
+        """
+        if not is_ramp(self.max_seq_len):
+            return int(self.max_seq_len)  # type: ignore[arg-type]
+        value = int(value_at(self.max_seq_len, fraction) + 1e-9)
+        return max(8, value - value % 8)
+
+    def proportions_at(self, fraction: float) -> list[float]:
+        """The streams' shares at ``fraction`` of the phase, normalised to sum to 1.
+
+        The target the loader tracks and the report's token-share panel draws (float64,
+        deterministic; the constant shares for a datamix without ramps).
+        """
+        values = [value_at(s.proportion, fraction) for s in self.streams]
+        total = sum(values)
+        return [v / total for v in values]
 
 
 class PhaseConfig(_Model):
@@ -167,6 +237,13 @@ class CurriculumConfig(_Model):
                     ("schedule", i, "name"),
                 )
             names[phase.name] = i
+            weighted = [j for j, s in enumerate(phase.train_loader.streams) if s.loss_weight != 1.0]
+            if weighted and self.loss_weighting != "token":
+                raise custom_error(
+                    'a stream loss_weight needs loss_weighting "token" (it weighs tokens), got '
+                    f'"{self.loss_weighting}"',
+                    ("schedule", i, "train_loader", "streams", weighted[0], "loss_weight"),
+                )
         total = sum((p.duration.value for p in self.schedule), start=Fraction(0))
         if total != self.max_duration.value:
             shown = Duration(unit=unit, value=int(total) if unit == "tok" else total)

@@ -124,9 +124,9 @@ class RunConfig:
         """
         mbs, gas = self.micro_batch_size, self.gradient_accumulation_steps
         phase_idx, phase = max(
-            enumerate(self.curriculum.schedule), key=lambda p: p[1].train_loader.max_seq_len
+            enumerate(self.curriculum.schedule), key=lambda p: p[1].train_loader.peak_seq_len
         )
-        seq = phase.train_loader.max_seq_len
+        seq = phase.train_loader.peak_seq_len
         if mbs * seq > MAX_MICRO_BATCH_TOKENS:
             raise ConfigError(
                 f"train_micro_batch_size_per_gpu: {mbs} samples × max_seq_len {seq} "

@@ -25,7 +25,14 @@ from curriculum_ds.errors import DataError
 if TYPE_CHECKING:
     from streaming import StreamingDataset
 
-__all__ = ["close_stream", "drop_cached_shard", "open_stream", "shared_memory_lock"]
+__all__ = [
+    "close_stream",
+    "drop_cached_shard",
+    "open_stream",
+    "shared_memory_lock",
+    "streaming_registration",
+    "sync_remote_stream",
+]
 
 SHARED_MEMORY_LOCK = Path(tempfile.gettempdir()) / "curriculum_ds_streaming_shm.lock"
 """The node-wide lock file that orders shared-memory registrations and releases (POSIX flock)."""
@@ -212,3 +219,45 @@ def drop_cached_shard(ds: StreamingDataset, sample_idx: int) -> None:
             for info in pair:
                 if info is not None:
                     (folder / info.basename).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def streaming_registration() -> Iterator[None]:
+    """Open streams as one step with respect to other curriculum_ds jobs on this node.
+
+    mosaicml-streaming picks a shared-memory prefix by scanning for the first free one, and the
+    node's local leader then creates it: two jobs that start at once pick the same prefix and one
+    fails with ``FileExistsError: '/00000N_locals'``, and a prefix freed by another job between two
+    ranks' scans makes them disagree ("prefix was not registered by local leader"). Every rank of
+    a job scans, so the whole job's registration is serialised: once every rank has released its
+    previous streams (first barrier: a release takes the same lock, shared), local rank 0 holds
+    :func:`~curriculum_ds.data.streams.shared_memory_lock` exclusively while every rank opens its
+    streams, between two more barriers.
+    """
+    import torch.distributed as dist
+
+    distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    if distributed:
+        dist.barrier()  # every rank's close_stream (which takes the lock, shared) is done
+    leader = int(os.environ.get("LOCAL_RANK", "0") or 0) == 0
+    with shared_memory_lock(exclusive=True) if leader else contextlib.nullcontext():
+        if distributed:
+            dist.barrier()  # no rank of this job scans before the lock is held
+        yield
+        if distributed:
+            dist.barrier()  # every rank has registered before the lock goes
+
+
+def sync_remote_stream(name: str, local: str, remote: str) -> None:
+    """Bring a remote stream's metadata into its cache folder.
+
+    Raises:
+        DownloadError: naming the stream (a verdict of this rank: each rank syncs on its own).
+    """
+    from curriculum_ds.data.remote import sync_stream_metadata
+    from curriculum_ds.errors import DataError, DownloadError
+
+    try:
+        sync_stream_metadata(local, remote)
+    except DataError as err:
+        raise DownloadError(f"stream {name!r}: {err}") from None

@@ -19,7 +19,12 @@ __all__ = ["blend_samples", "blend_tokens"]
 
 
 def blend_samples(
-    proportions: ArrayLike, counts: ArrayLike, start: int, n: int
+    proportions: ArrayLike,
+    counts: ArrayLike,
+    start: int,
+    n: int,
+    *,
+    base: ArrayLike | None = None,
 ) -> NDArray[np.int64]:
     """The streams of the next ``n`` slots, the proportions counted in samples.
 
@@ -32,23 +37,33 @@ def blend_samples(
         counts: int64 ``(S,)``, slots each stream got among the first ``start``.
         start: slots already placed in the phase, ``>= 0``.
         n: slots to place, ``>= 0``.
+        base: float64 ``(S,)``, finite, or None: each stream's target before this call (a
+            moving mix, the integral of its step-wise share); slot ``k`` then goes to the largest
+            ``base[s] + proportions[s] * k - counts[s]`` (pass ``start = 0``).
 
     Returns:
         int64 ``(n,)`` stream indices in ``[0, S)``; ``counts`` is not changed.
 
     Raises:
-        ValueError: no stream, lengths differ, a bad proportion, ``start``/``n`` out of range.
+        ValueError: no stream, lengths differ, a bad proportion or ``base``, ``start``/``n`` out
+            of range.
     """
     return _native.blend_samples(
         float64_array(proportions, "proportions"),
         int64_array(counts, "counts"),
         u64_arg(start, "start"),
         count_arg(n, "n"),
+        None if base is None else float64_array(base, "base"),
     )
 
 
 def blend_tokens(
-    proportions: ArrayLike, tokens: ArrayLike, next_lengths: Sequence[ArrayLike], n: int
+    proportions: ArrayLike,
+    tokens: ArrayLike,
+    next_lengths: Sequence[ArrayLike],
+    n: int,
+    *,
+    base: ArrayLike | None = None,
 ) -> NDArray[np.int64]:
     """The streams of the next ``n`` slots, the proportions counted in tokens.
 
@@ -63,14 +78,18 @@ def blend_tokens(
         next_lengths: per stream, int64 ``(m_s,)`` tokens (``>= 0``) of its next samples, in
             order; ``m_s`` must cover every slot the stream may get (``m_s >= n`` is safe).
         n: slots to place, ``>= 0``.
+        base: float64 ``(S,)``, finite, or None: each stream's target before this call (a
+            moving mix, the integral of its step-wise share in tokens); the next slot then goes
+            to the largest ``base[s] + proportions[s] * x - tokens[s]``, ``x`` the tokens this
+            call placed so far.
 
     Returns:
         int64 ``(n,)`` stream indices; the ``i``-th slot of stream ``s`` is its ``i``-th next
         sample.
 
     Raises:
-        ValueError: no stream, lengths differ, a bad proportion, a negative length, or a stream
-            running out of next samples.
+        ValueError: no stream, lengths differ, a bad proportion or ``base``, a negative length,
+            or a stream running out of next samples.
     """
     arrays = [int64_array(a, f"next_lengths[{s}]") for s, a in enumerate(next_lengths)]
     offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
@@ -82,4 +101,5 @@ def blend_tokens(
         lengths,
         offsets,
         count_arg(n, "n"),
+        None if base is None else float64_array(base, "base"),
     )

@@ -12,9 +12,10 @@ counters), so every rank draws the same batch and takes its own slice.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from curriculum_ds.checkpoint.state import DynamicState, LoaderState
+from curriculum_ds.config.ramps import is_ramp
 from curriculum_ds.dynamic import DynamicReweighter
 from curriculum_ds.errors import StepError
 from curriculum_ds.loader import PhaseLoader
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 
     from curriculum_ds.config import CurriculumConfig, RunConfig
     from curriculum_ds.loader import MicroBatch
-    from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow
+    from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow, WarmupMetricsRow
 
 __all__ = ["Curriculum"]
 
@@ -126,7 +127,7 @@ class Curriculum(CheckpointingMixin):
             Evaluator(
                 self.config.eval,
                 self.schedule,
-                max_seq_len=max(p.train_loader.max_seq_len for p in self.config.schedule),
+                max_seq_len=max(p.train_loader.peak_seq_len for p in self.config.schedule),
                 micro_batch_size=self.micro_batch_size,
                 dp_rank=self.dp_rank,
                 dp_world_size=self.dp_world_size,
@@ -225,7 +226,9 @@ class Curriculum(CheckpointingMixin):
             raise StopIteration
         loader = self._phase_loader()
         probs = self.dynamic.probs if self.dynamic is not None else None
-        batch = loader.next_global_batch(self.global_batch_size, probs)
+        batch = loader.next_global_batch(
+            self.global_batch_size, probs, fraction=self._phase_fraction(loader.phase_idx)
+        )
         micro_batches = loader.micro_batches(
             batch,
             dp_rank=self.dp_rank,
@@ -257,8 +260,14 @@ class Curriculum(CheckpointingMixin):
             micro_batches=micro_batches,
             stream_tokens=stream_tokens,
             stream_names=loader.stream_names,
+            loss_weights=None if (loader.loss_weights == 1.0).all() else loader.loss_weights,
         )
         return self._step
+
+    def _phase_fraction(self, phase_idx: int) -> float:
+        """The next step's start progress in its phase, in [0, 1] (where ramps are read)."""
+        done = self.schedule.phase_progress(self.progress, phase_idx)
+        return min(1.0, float(done / self.schedule.durations[phase_idx]))
 
     def _phase_loader(self) -> PhaseLoader:
         """The loader of the phase in progress: the exact swap at a boundary happens here."""
@@ -310,6 +319,8 @@ class Curriculum(CheckpointingMixin):
             timer=self._timer,
         )
         self.position, self._counts = done.position, done.counts
+        if is_ramp(loader.phase.train_loader.max_seq_len):  # a warmup: what the step trained on
+            cast("WarmupMetricsRow", done.metrics)["seq_len"] = loader.seq_len
         self._last_span = (before, self.progress, outcome.phase_idx, outcome.phase_name)
         if self.monitor is not None:  # the ds_config's tensorboard / wandb / csv_monitor
             self.monitor.write_step(done.metrics)

@@ -37,8 +37,10 @@ import torch
 import torch.distributed as dist
 
 from curriculum_ds.data import close_stream, open_stream
+from curriculum_ds.data.streams import streaming_registration as _streaming_registration
+from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
 from curriculum_ds.errors import DownloadError
-from curriculum_ds.loader import MicroBatch, _streaming_registration, _sync_remote, collate
+from curriculum_ds.loader import MicroBatch, collate
 from curriculum_ds.loss import IGNORE_INDEX, per_sample_token_losses
 
 if TYPE_CHECKING:

@@ -26,7 +26,6 @@ from curriculum_ds.errors import StepError
 from curriculum_ds.loss import (
     IGNORE_INDEX,
     engine_grad_divisor,
-    global_valid_tokens,
     per_sample_token_losses,
     scale_micro_batch_loss,
 )
@@ -34,6 +33,7 @@ from curriculum_ds.plugin.accounting import StreamAccounting
 from curriculum_ds.plugin.completion import StepOutcome
 from curriculum_ds.plugin.inputs import check_aux, check_token_losses, logits_tensor
 from curriculum_ds.plugin.nonfinite import any_rank, update_skipped
+from curriculum_ds.plugin.normaliser import StepNormaliser
 from curriculum_ds.plugin.stats import StepStats
 
 if TYPE_CHECKING:
@@ -74,6 +74,9 @@ class Step:
         global_step / phase_idx / phase_name / samples / micro_batches / stream_tokens: see the
             attributes; ``micro_batches`` are moved to the engine's device.
         stream_names: the phase's stream names, in ``stream_idx`` order.
+        loss_weights: float64 ``(num_streams,)``, each stream's ``loss_weight`` (> 0), or None
+            when every weight is 1 (the plain token mean). With weights the step's objective is
+            ``sum(w * loss) / sum(w)`` over its loss-bearing tokens (token weighting only).
 
     Attributes:
         global_step: the number this step gets once finished (1-based, global).
@@ -126,6 +129,7 @@ class Step:
         micro_batches: list[MicroBatch],
         stream_tokens: npt.NDArray[np.int64],
         stream_names: list[str],
+        loss_weights: npt.NDArray[np.float64] | None = None,
     ) -> None:
         self._engine = engine
         self._stop_flag = stop_flag
@@ -143,11 +147,11 @@ class Step:
         self._mode = loss_weighting
         self._dp_world_size = topology.dp_world_size
         self._collective = topology.collective
-        # Loss-bearing tokens of the whole step, counted before any forward (labels are known):
-        # one all-reduce per step over the data-parallel group (none in a world of one).
-        self._global_valid = global_valid_tokens(
-            [mb.labels for mb in self.micro_batches], device=self._device
-        )
+        # Loss-bearing tokens of the whole step (and, with loss weights, their summed weights),
+        # counted before any forward (labels are known): one all-reduce per step over the
+        # data-parallel group (none in a world of one)
+        self._norm = StepNormaliser(self.micro_batches, samples, loss_weights, self._device)
+        self._global_valid = self._norm.global_valid
         self.global_valid_tokens = int(self._global_valid.item())  # one host sync: decides a skip
         self.skipped = self.global_valid_tokens == 0
         self.nonfinite = False
@@ -301,11 +305,11 @@ class Step:
         loss_sum, count = loss_sums.sum(), num_valid.sum()
         self._check_engine_untouched(sum(self._done))
         if not self.skipped:
-            loss = scale_micro_batch_loss(
-                loss_sum,
+            loss = scale_micro_batch_loss(  # loss weights: sum(w * loss) / the step's sum(w)
+                self._norm.numerator(mb_idx, loss_sums, loss_sum),
                 count,
                 mode=self._mode,
-                global_valid_tokens=self._global_valid,
+                global_valid_tokens=self._norm.denominator,
                 dp_world_size=self._dp_world_size,
                 grad_divisor=self._grad_divisor,
             )
@@ -393,12 +397,13 @@ class Step:
         num_valid = self.global_valid_tokens
         # the step's token losses over all ranks: the sum of the streams' sums
         token_loss = self._streams.loss_sum(totals.tail) / num_valid if num_valid else None
+        objective = self._norm.objective(totals.tail[: len(self.stream_names)].tolist(), token_loss)
         aux = totals.aux_loss
         if self._gather:  # one all-gather: every sample's mean token loss, in global order
             self.sample_losses = stats.sample_losses()
         self._finished = True
         engine = self._engine
-        loss = token_loss if self._mode == "token" else totals.sample_mean_loss
+        loss = objective if self._mode == "token" else totals.sample_mean_loss
         if loss is not None and aux is not None:
             loss += aux
         applied = (not self.skipped) and bool(engine.was_step_applied())

@@ -139,7 +139,7 @@ def check_streams(
     for i, phase in enumerate(cfg.schedule):
         for j, stream in enumerate(phase.train_loader.streams):
             check_packed_rows(
-                infos[stream.local], phase.train_loader.max_seq_len, _stream_path(i, phase, j)
+                infos[stream.local], phase.train_loader.peak_seq_len, _stream_path(i, phase, j)
             )
 
     run_vocab: tuple[int, str] | None = None  # (vocab_size, where it comes from)

@@ -147,9 +147,9 @@ def check_model_context(cfg: CurriculumConfig, model: Any) -> None:
     positions, source = found
     errors = [
         f"curriculum.schedule[{i}] ({show_value(phase.name)}).train_loader.max_seq_len: "
-        f"{phase.train_loader.max_seq_len} exceeds the model's {positions} positions ({source})"
+        f"{phase.train_loader.peak_seq_len} exceeds the model's {positions} positions ({source})"
         for i, phase in enumerate(cfg.schedule)
-        if phase.train_loader.max_seq_len > positions
+        if phase.train_loader.peak_seq_len > positions  # a warmup ramp: its largest point
     ]
     eval_len = cfg.eval.max_seq_len if cfg.eval is not None else None
     if eval_len is not None and eval_len > positions:

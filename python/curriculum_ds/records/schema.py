@@ -30,6 +30,7 @@ __all__ = [
     "MetricsRow",
     "StreamRow",
     "TraceRow",
+    "WarmupMetricsRow",
     "history_row",
     "metrics_row",
 ]
@@ -88,6 +89,13 @@ class MetricsRow(TypedDict):
     """Passes over the phase's datamix so far (6 decimals)."""
     streams: dict[str, StreamRow]
     """Every stream of the phase, in stream order."""
+
+
+class WarmupMetricsRow(MetricsRow):
+    """A :class:`MetricsRow` of a phase with a ``max_seq_len`` ramp (sequence-length warmup)."""
+
+    seq_len: int
+    """The tokens per sample the step's samples were truncated to (a multiple of 8)."""
 
 
 class EvalStreamRow(TypedDict):

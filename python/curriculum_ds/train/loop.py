@@ -84,7 +84,7 @@ def train(
 
 def _model(args: argparse.Namespace, run: RunConfig) -> tuple[Any, Any]:
     """The model and its forward (None: ``engine(input_ids, attention_mask=...)``)."""
-    max_seq_len = max(p.train_loader.max_seq_len for p in run.curriculum.schedule)
+    max_seq_len = max(p.train_loader.peak_seq_len for p in run.curriculum.schedule)
     if args.model_factory is not None:
         from curriculum_ds.model_factory import build_from_factory
 

@@ -29,7 +29,7 @@ def test_unknown_key_deep_in_a_phase() -> None:
     )
     message = refused(lambda s: s["schedule"][0]["train_loader"]["streams"][0].__setitem__("w", 1))
     assert message.startswith('curriculum.schedule[0] ("short").train_loader.streams[0].w: ')
-    assert "unknown key (allowed: local, name, proportion, remote)" in message
+    assert "unknown key (allowed: local, loss_weight, name, proportion, remote)" in message
 
 
 def test_non_positive_proportion() -> None:

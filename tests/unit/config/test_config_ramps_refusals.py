@@ -1,0 +1,103 @@
+"""Ramps and loss weights in the ``curriculum`` section: each bad input is one line naming it.
+
+From issue 22 ("Bad input"): ramp fractions not increasing, not starting at 0 or not ending at 1,
+a negative value, a ``max_seq_len`` point below 8 (or above the model's context: preflight), and a
+``loss_weight`` <= 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from config_sections import base_section, refused
+
+from curriculum_ds.config import parse_curriculum
+from curriculum_ds.errors import ConfigError
+from curriculum_ds.preflight.model import check_model_context
+
+MIX = 'curriculum.schedule[1] ("mix").train_loader'
+
+
+def _set_stream(key: str, value: Any, stream: int = 0):
+    return lambda s: s["schedule"][1]["train_loader"]["streams"][stream].__setitem__(key, value)
+
+
+def _set_loader(key: str, value: Any):
+    return lambda s: s["schedule"][1]["train_loader"].__setitem__(key, value)
+
+
+@pytest.mark.parametrize(
+    ("points", "expected"),
+    [
+        (
+            [[0.0, 0.9], [0.5, 0.5], [0.4, 0.1], [1.0, 0.1]],
+            "[2]: fractions must increase: 0.4 follows 0.5",
+        ),
+        ([[0.1, 0.9], [1.0, 0.1]], "[0]: the first point must be at fraction 0.0, got 0.1"),
+        ([[0.0, 0.9], [0.8, 0.1]], "[1]: the last point must be at fraction 1.0, got 0.8"),
+        ([[0.0, -0.2], [1.0, 0.1]], "[0]: value -0.2 must be >= 0 and <= 1e+15"),
+        ([[0.0, 0.9]], ": a ramp needs at least two [fraction, value] points"),
+        ([[0.0, 0.9], [1.0]], "[1]: must be a [fraction, value] pair of numbers, got [1.0]"),
+    ],
+)
+def test_bad_proportion_ramps_are_one_line(points: Any, expected: str) -> None:
+    message = refused(_set_stream("proportion", points))
+    assert message.startswith(f"{MIX}.streams[0].proportion{expected}"), message
+    assert "\n" not in message
+
+
+def test_a_ramped_mix_must_keep_a_positive_total() -> None:
+    def edit(s: dict[str, Any]) -> None:
+        _set_stream("proportion", [[0.0, 1.0], [0.5, 0.0], [1.0, 0.0]], 0)(s)
+        _set_stream("proportion", [[0.0, 0.0], [0.5, 0.0], [1.0, 1.0]], 1)(s)
+
+    assert refused(edit) == (
+        f"{MIX}.streams: the streams' proportions sum to 0 at fraction 0.5 of the phase"
+    )
+
+
+@pytest.mark.parametrize(
+    ("points", "expected"),
+    [
+        ([[0.0, 4], [1.0, 1024]], "[0]: value 4 must be >= 8 and <= 1.04858e+06"),
+        ([[0.0, 64], [1.0, 64.5]], "[1]: value 64.5 must be an integer"),
+        ([[0.0, 64], [0.0, 128], [1.0, 256]], "[1]: fractions must increase: 0.0 follows 0.0"),
+    ],
+)
+def test_bad_warmup_ramps_are_one_line(points: Any, expected: str) -> None:
+    message = refused(_set_loader("max_seq_len", points))
+    assert message.startswith(f"{MIX}.max_seq_len{expected}"), message
+
+
+@pytest.mark.parametrize("weight", [0, -1.0])
+def test_a_loss_weight_must_be_positive(weight: float) -> None:
+    message = refused(_set_stream("loss_weight", weight, 1))
+    assert message == f"{MIX}.streams[1].loss_weight: must be > 0, got {weight}"
+
+
+def test_a_warmup_above_the_models_context_is_refused() -> None:
+    section = base_section()
+    section["schedule"][1]["train_loader"]["max_seq_len"] = [[0.0, 64], [1.0, 512]]
+    cfg = parse_curriculum(section)
+    with pytest.raises(ConfigError) as info:
+        check_model_context(cfg, type("Model", (), {"max_seq_len": 256})())
+    assert str(info.value) == (
+        f"{MIX}.max_seq_len: 512 exceeds the model's 256 positions (Model.max_seq_len)"
+    )
+
+
+def test_valid_ramps_parse_and_keep_constant_phases_unchanged() -> None:
+    section = base_section()
+    plain = parse_curriculum(section)
+    _set_stream("proportion", [[0, 0.9], [1, 0.1]], 0)(section)
+    _set_stream("proportion", [[0, 0.1], [1, 0.9]], 1)(section)
+    _set_stream("loss_weight", 0.5, 1)(section)
+    _set_loader("max_seq_len", [[0, 64], [0.25, 256], [1, 1024]])(section)
+    loader = parse_curriculum(section).schedule[1].train_loader
+    assert loader.proportions_at(0.5) == [0.5, 0.5]
+    assert loader.seq_len_at(0.0) == 64
+    assert loader.seq_len_at(0.1) == 136  # 64 + 192 * 0.4 = 140.8 -> 140 -> down to 136
+    assert loader.peak_seq_len == 1024
+    # a phase without ramps or weights dumps as it always did (fingerprints unchanged)
+    assert "loss_weight" not in plain.schedule[1].train_loader.streams[0].model_dump()
