@@ -1,10 +1,13 @@
 """``ablation.png``: the answer of an ablation at a glance.
 
-Top row, one panel per quantity (all eval tokens, then each eval stream): each arm's mean final
-eval loss with its 95% Student-t interval (error bar), the reference's interval shaded across the
-panel, and in the title each other arm's paired delta (``*``: its interval excludes 0). Bottom
-row, the same quantities over training: each arm's eval loss curve, averaged over seeds at each
-evaluation, over tokens (the y range is the last 80% of training, where arms differ).
+One column per quantity (all eval tokens, then each eval stream), three rows:
+
+1. the answer: each arm's paired delta against the reference (arm − reference, mean over seeds)
+   with its 95% Student-t interval and a line at 0; green when the interval lies below 0 (the
+   arm is better), red above 0 (worse), grey when it contains 0 (no significant difference);
+2. each arm's mean final eval loss with its 95% interval, the reference's interval shaded;
+3. each arm's eval loss over training, averaged over seeds at each evaluation, over tokens (the
+   y range is the last 80% of training, where arms differ).
 """
 
 from __future__ import annotations
@@ -38,16 +41,36 @@ def mean_curve(runs: Sequence[Sequence[Mapping[str, Any]]], name: str | None) ->
     return np.stack([tokens, losses], axis=1)
 
 
-def _delta_title(summary: Mapping[str, Any], quantity: str, name: str | None) -> str:
-    parts = []
-    for arm, stats in summary["arms"].items():
-        if arm == summary["reference"]:
-            continue
-        d = stats["delta"]["loss"] if name is None else stats["delta"]["streams"][name]
-        ci = d["ci95"]
-        mark = " *" if ci is not None and abs(d["mean"]) > ci else ""
-        parts.append(f"{arm} {d['mean']:+.4f}" + (f" ± {ci:.4f}{mark}" if ci is not None else ""))
-    return f"{quantity}\nΔ vs {summary['reference']}: " + "; ".join(parts)
+_VERDICT_COLORS = {"better": "tab:green", "worse": "tab:red", "no significant difference": "0.45"}
+
+
+def _verdict(delta: Mapping[str, Any]) -> str:
+    """``better`` / ``worse`` when the delta's interval excludes 0, else no difference."""
+    ci = delta["ci95"]
+    if ci is None or abs(delta["mean"]) <= ci:
+        return "no significant difference"
+    return "better" if delta["mean"] < 0 else "worse"
+
+
+def _delta_panel(ax: Any, summary: Mapping[str, Any], quantity: str, name: str | None) -> None:
+    others = [arm for arm in summary["arms"] if arm != summary["reference"]]
+    labels = []
+    for y, arm in enumerate(others):
+        stats = summary["arms"][arm]["delta"]
+        d = stats["loss"] if name is None else stats["streams"][name]
+        verdict = _verdict(d)
+        ci = d["ci95"] or 0.0
+        ax.errorbar(
+            [d["mean"]], [y], xerr=[[ci], [ci]], fmt="o", ms=9, capsize=6, lw=2.5,
+            color=_VERDICT_COLORS[verdict],
+        )  # fmt: skip
+        labels.append(f"{arm}\n{d['mean']:+.4f} ± {ci:.4f}\n{verdict}")
+    ax.axvline(0.0, color="black", lw=1)
+    ax.set_yticks(range(len(others)), labels, fontsize=8)
+    ax.set_ylim(-0.7, len(others) - 0.3)
+    ax.set_xlabel(f"Δ vs {summary['reference']}, paired by seed (< 0: better)")
+    ax.set_title(f"{quantity}: Δ vs {summary['reference']}", fontsize=10, fontweight="bold")
+    ax.grid(axis="x", alpha=0.3)
 
 
 def render_png(
@@ -76,11 +99,17 @@ def render_png(
     cmap = matplotlib.colormaps["tab10"]
     colors = {arm: cmap(i % 10) for i, arm in enumerate(arms)}
     fig, axes = plt.subplots(
-        2, len(names), figsize=(4.6 * len(names), 7.8), squeeze=False, constrained_layout=True
+        3,
+        len(names),
+        figsize=(4.8 * len(names), 10.5),
+        squeeze=False,
+        constrained_layout=True,
+        height_ratios=[0.6 + 0.3 * (len(arms) - 1), 1.2, 1.2],
     )
     for col, name in enumerate(names):
         quantity = "all eval tokens" if name is None else f"eval stream {name}"
-        ax = axes[0][col]
+        _delta_panel(axes[0][col], summary, quantity, name)
+        ax = axes[1][col]
         for x, arm in enumerate(arms):
             stats = summary["arms"][arm]
             s = stats["loss"] if name is None else stats["streams"][name]
@@ -95,11 +124,11 @@ def render_png(
             range(len(arms)), [f"{a}\n(reference)" if a == reference else a for a in arms]
         )
         ax.set_xlim(-0.6, len(arms) - 0.4)
-        ax.set_title(_delta_title(summary, quantity, name), fontsize=9)
-        ax.set_ylabel("final eval loss (mean ± 95% t-interval)")
+        ax.set_title(f"{quantity}: final eval loss", fontsize=9)
+        ax.set_ylabel("mean ± 95% t-interval")
         ax.grid(axis="y", alpha=0.3)
 
-        ax = axes[1][col]
+        ax = axes[2][col]
         tail: list[float] = []
         for arm in arms:
             curve = mean_curve(curves.get(arm, []), name)
@@ -118,7 +147,7 @@ def render_png(
         ax.legend(fontsize=8)
     fig.suptitle(
         f"Ablation: {len(arms)} arms × {len(summary['seeds'])} seeds at equal tokens "
-        f"(lower is better)",
+        f"(eval loss: lower is better; intervals: two-sided 95% Student-t)",
         fontsize=11,
     )
     fig.savefig(out, dpi=130)
