@@ -227,7 +227,7 @@ def run_experiment(
     """
     from curriculum_ds.commands.launch import has_cuda
 
-    cuda = has_cuda()
+    cuda: bool | None = None  # torch is imported only when something is launched
     out.mkdir(parents=True, exist_ok=True)
     keys = run_keys(experiment)
     rows: list[dict[str, Any]] = []
@@ -243,6 +243,8 @@ def run_experiment(
         resuming = (directory / "checkpoints" / "latest").is_file()
         how = "resuming from its last checkpoint" if resuming else "starting"
         click.echo(f"{tag}: {how} ({directory})")
+        if cuda is None:
+            cuda = has_cuda()
         wall_s = _launch(
             experiment,
             key,
