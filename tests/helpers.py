@@ -361,3 +361,49 @@ def recompute(dynamic: Any, global_step: int, loader: Any) -> dict[str, Any] | N
     if update.buckets is not None:
         loader.set_buckets(update.buckets)
     return update.record  # type: ignore[no-any-return]
+
+
+def tiny_experiment(root: Path, *, total: int = 2000) -> Path:
+    """A 2-arm × 2-seed ``curriculum-ds ablate`` experiment on tiny byte-level data in ``root``.
+
+    Arms: ``mixed`` (the reference: one phase, streams ``a``/``b`` at 0.5/0.5) and ``phases``
+    (``a`` alone for the first 40% of the tokens, then the same mix); both ``total`` tokens, with
+    held-out streams ``val_a`` and ``val_b`` (12 samples each). Returns ``root/experiment.json``
+    (its ``base`` is ``root/base.json``). The data is built once per ``root``.
+    """
+    if not (root / "a").is_dir():
+        make_dataset(root, "a", ragged_docs(160, seed=11, min_len=10, max_len=40))
+        make_dataset(root, "b", ragged_docs(160, seed=12, min_len=30, max_len=60))
+        make_dataset(root, "val_a", ragged_docs(12, seed=13, min_len=10, max_len=40))
+        make_dataset(root, "val_b", ragged_docs(12, seed=14, min_len=30, max_len=60))
+    mix = {
+        "streams": [
+            {"local": str(root / "a"), "proportion": 0.5},
+            {"local": str(root / "b"), "proportion": 0.5},
+        ],
+        "max_seq_len": 64,
+    }
+    curriculum = {
+        "max_duration": f"{total}tok",
+        "schedule": [{"name": "mix", "duration": f"{total}tok", "train_loader": mix}],
+        "eval": {
+            "streams": [{"local": str(root / "val_a")}, {"local": str(root / "val_b")}],
+            "max_samples": 12,
+        },
+    }
+    write_ds_config(root / "base.json", curriculum)
+    first = total * 2 // 5
+    a_only = {"streams": [{"local": str(root / "a")}], "max_seq_len": 64}
+    phases = [
+        {"name": "a", "duration": f"{first}tok", "train_loader": a_only},
+        {"name": "mix", "duration": f"{total - first}tok", "train_loader": mix},
+    ]
+    experiment = {
+        "base": "base.json",
+        "arms": {"mixed": {}, "phases": {"curriculum": {"schedule": phases}}},
+        "reference": "mixed",
+        "seeds": [1, 2],
+    }
+    path = root / "experiment.json"
+    path.write_text(json.dumps(experiment, indent=2))
+    return path

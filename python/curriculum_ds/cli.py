@@ -413,6 +413,23 @@ def report(run_dir: Path, png: Path | None) -> None:
 
 
 @main.command()
+@click.argument("experiment", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="results folder")
+@click.option(
+    "--num-gpus", type=int, default=None, help="ranks per run (default: all GPUs, or 2 CPU ranks)"
+)
+@click.option(
+    "--save-interval", default=50, show_default=True, help="checkpoint every N steps of a run"
+)
+def ablate(experiment: Path, out: Path, num_gpus: int | None, save_interval: int) -> None:
+    """Run an experiment's arms × seeds at equal tokens; print the table (docs/ablate.md)."""
+    from curriculum_ds.ablate import ablate as run_ablation
+
+    table = run_ablation(experiment, out, num_gpus=num_gpus, save_interval=save_interval)
+    click.echo(f"\n{table}\nresults: {out / 'summary.json'}  picture: {out / 'ablation.png'}")
+
+
+@main.command()
 @click.argument("checkpoint", type=click.Path(path_type=Path))
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option(

@@ -1,0 +1,281 @@
+"""Running an experiment's arms × seeds with the reference loop, resumably.
+
+Each run is one launch of ``curriculum_ds.train`` through the launcher code of ``curriculum-ds
+launch`` (:mod:`curriculum_ds.commands.launch`: the same environment, watchdog and signal
+forwarding) into ``OUT/runs/ARM/seed-S/``, a normal run directory, with ``--resume auto``: an
+interrupted run continues from its latest checkpoint. The run directory also holds what ablate
+itself needs: ``ds_config.json`` (the run's config: base + arm patch + seed; compared on every
+later invocation), ``train.log`` (the launch's output), ``ablate.json`` (the wall time of its
+launches) and, once it finished, ``result.json`` (its row of ``results.jsonl``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from curriculum_ds.ablate.experiment import Experiment, arm_config, first_difference
+from curriculum_ds.errors import ConfigError, CurriculumError
+from curriculum_ds.records.jsonl import read_jsonl
+
+__all__ = ["CommandHook", "RunKey", "check_unchanged", "run_dir", "run_experiment"]
+
+CommandHook = Callable[[str, int, list[str]], list[str]]
+"""``(arm, seed, command) -> command``: may rewrite a run's launcher command (the tests' fault
+injection uses it); the identity when absent."""
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """One run of an experiment: an arm and a seed."""
+
+    arm: str
+    seed: int
+
+
+def run_dir(out: Path, key: RunKey) -> Path:
+    """``OUT/runs/ARM/seed-S``: the run directory of one arm and seed."""
+    return out / "runs" / key.arm / f"seed-{key.seed}"
+
+
+def run_keys(experiment: Experiment) -> list[RunKey]:
+    """The experiment's runs in the order they start: seed by seed, each arm in turn.
+
+    The first finished pairs already give paired deltas.
+    """
+    return [RunKey(arm, seed) for seed in experiment.seeds for arm in experiment.arms]
+
+
+def _stored(directory: Path, name: str) -> Any:
+    path = directory / name
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def check_unchanged(experiment: Experiment, out: Path) -> None:
+    """Refuse an experiment whose arm changed after some of its runs started (reads only).
+
+    Every ``OUT/runs/ARM/seed-S`` of an arm of ``experiment`` that holds a ``ds_config.json``
+    must hold exactly the config the experiment now gives that arm and seed, and the same
+    ``model``. New arms and seeds are fine.
+
+    Raises:
+        ConfigError: one line naming the arm, the run directory and the first changed field.
+    """
+    for arm in experiment.arms:
+        arm_dir = out / "runs" / arm
+        if not arm_dir.is_dir():
+            continue
+        for directory in sorted(arm_dir.glob("seed-*")):
+            stored = _stored(directory, "ds_config.json")
+            try:
+                seed = int(directory.name.removeprefix("seed-"))
+            except ValueError:
+                continue
+            if stored is None:
+                continue
+            field = first_difference(stored, arm_config(experiment, arm, seed))
+            state = _stored(directory, "ablate.json") or {}
+            if field is None and state.get("model") != experiment.model:
+                field = "model"
+            if field is not None:
+                raise ConfigError(
+                    f'arm "{arm}": changed since it ran ({field} differs from {directory}/'
+                    "ds_config.json): give the changed arm a new name, or use a new --out"
+                )
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """File descriptors 1 and 2 (this process's and its children's) appended to ``log``."""
+    with open(log, "ab") as f:
+        saved = [os.dup(1), os.dup(2)]
+        try:
+            os.dup2(f.fileno(), 1)
+            os.dup2(f.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+
+
+def _finished_row(experiment: Experiment, key: RunKey, directory: Path) -> dict[str, Any] | None:
+    """The run's ``results.jsonl`` row if it reached ``max_duration`` and evaluated there."""
+    from curriculum_ds.config import Duration
+
+    metrics_path, eval_path = directory / "metrics.jsonl", directory / "eval.jsonl"
+    if not metrics_path.is_file() or not eval_path.is_file():
+        return None
+    metrics, evals = read_jsonl(metrics_path), read_jsonl(eval_path)
+    if not metrics or not evals or evals[-1]["step"] != metrics[-1]["step"]:
+        return None
+    total = Duration.parse(experiment.max_duration)
+    if total.unit == "tok" and metrics[-1]["tokens"] < total.value:
+        return None  # stopped early (SIGTERM) at an eval step
+    state = _stored(directory, "ablate.json") or {}
+    final = evals[-1]
+    return {
+        "arm": key.arm,
+        "seed": key.seed,
+        "tokens": int(metrics[-1]["tokens"]),
+        "steps": int(metrics[-1]["step"]),
+        "wall_s": float(state.get("wall_s", 0.0)),
+        "loss": float(final["loss"]),
+        "streams": {name: float(s["loss"]) for name, s in final["streams"].items()},
+    }
+
+
+def _log_tail(log: Path, num_lines: int = 8) -> str:
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n".join(lines[-num_lines:])
+
+
+def _launch(
+    experiment: Experiment,
+    key: RunKey,
+    directory: Path,
+    *,
+    num_gpus: int,
+    save_interval: int,
+    cuda: bool,
+    command_hook: CommandHook | None,
+) -> float:
+    """One launch of the run (fresh or resumed); returns its wall seconds.
+
+    Raises:
+        CurriculumError: the launch failed (one line naming the run and its log).
+    """
+    from curriculum_ds.commands.launch import build_command, run_command
+
+    directory.mkdir(parents=True, exist_ok=True)
+    config_path = directory / "ds_config.json"
+    if not config_path.is_file():
+        config_path.write_text(
+            json.dumps(arm_config(experiment, key.arm, key.seed), indent=2), encoding="utf-8"
+        )
+    train_args = ["--run-dir", str(directory), "--resume", "auto", "--no-progress"]
+    train_args += ["--save-interval", str(save_interval), "--keep-last", "1"]
+    if experiment.model is not None:
+        train_args += ["--model", experiment.model]
+    cmd = build_command(config_path, num_gpus=num_gpus, train_args=train_args)
+    if command_hook is not None:
+        cmd = command_hook(key.arm, key.seed, cmd)
+    state = _stored(directory, "ablate.json") or {"model": experiment.model, "wall_s": 0.0}
+    log = directory / "train.log"
+    start = time.perf_counter()
+    with _output_to(log):
+        print(" ".join(cmd), flush=True)
+        code = run_command(cmd, cuda=cuda)
+    wall_s = time.perf_counter() - start
+    state["wall_s"] = float(state["wall_s"]) + wall_s
+    (directory / "ablate.json").write_text(json.dumps(state), encoding="utf-8")
+    if code != 0:
+        click.echo(_log_tail(log), err=True)
+        raise CurriculumError(
+            f"run {key.arm} seed {key.seed} failed (exit code {code}; its output: {log}); "
+            "the same command resumes it from its last checkpoint"
+        )
+    return wall_s
+
+
+def _eval_summary(row: dict[str, Any]) -> str:
+    streams = ", ".join(f"{name} {loss:.4f}" for name, loss in row["streams"].items())
+    return f"final eval loss {row['loss']:.4f} ({streams})"
+
+
+def _write_results(out: Path, rows: Sequence[dict[str, Any]]) -> None:
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    tmp = out / "results.jsonl.tmp"
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out / "results.jsonl")
+
+
+def run_experiment(
+    experiment: Experiment,
+    out: Path,
+    *,
+    num_gpus: int,
+    save_interval: int = 50,
+    command_hook: CommandHook | None = None,
+) -> list[dict[str, Any]]:
+    """Run (or resume, or skip) every arm × seed; returns the ``results.jsonl`` rows.
+
+    Prints one line as each run starts and one as it ends (its final eval loss and the ETA of
+    the rest). ``OUT/results.jsonl`` is rewritten after each finished run (the finished runs of
+    this experiment, in run order).
+
+    Args:
+        experiment: a checked experiment (:func:`~curriculum_ds.ablate.experiment.
+            load_experiment`); :func:`check_unchanged` must have passed on ``out``.
+        out: the experiment's output folder (created).
+        num_gpus: ranks per run (CUDA devices, or CPU ranks without CUDA), ≥ 1.
+        save_interval: optimizer steps between checkpoints (what an interrupted run resumes
+            from); the end of a run is always saved.
+        command_hook: rewrites a run's launcher command (tests); None: as built.
+
+    Raises:
+        CurriculumError: a run failed (its log is named); the finished ones are kept.
+    """
+    from curriculum_ds.commands.launch import has_cuda
+
+    cuda: bool | None = None  # torch is imported only when something is launched
+    out.mkdir(parents=True, exist_ok=True)
+    keys = run_keys(experiment)
+    rows: list[dict[str, Any]] = []
+    launched_s: list[float] = []
+    for idx, key in enumerate(keys, start=1):
+        directory = run_dir(out, key)
+        tag = f"[{idx}/{len(keys)}] {key.arm} seed {key.seed}"
+        done = _stored(directory, "result.json")
+        if done is not None:
+            click.echo(f"{tag}: finished earlier, {_eval_summary(done)}")
+            rows.append(done)
+            continue
+        resuming = (directory / "checkpoints" / "latest").is_file()
+        how = "resuming from its last checkpoint" if resuming else "starting"
+        click.echo(f"{tag}: {how} ({directory})")
+        if cuda is None:
+            cuda = has_cuda()
+        wall_s = _launch(
+            experiment,
+            key,
+            directory,
+            num_gpus=num_gpus,
+            save_interval=save_interval,
+            cuda=cuda,
+            command_hook=command_hook,
+        )
+        row = _finished_row(experiment, key, directory)
+        if row is None:
+            raise CurriculumError(
+                f"run {key.arm} seed {key.seed} stopped before max_duration "
+                f"({directory / 'train.log'}); the same command resumes it"
+            )
+        (directory / "result.json").write_text(json.dumps(row), encoding="utf-8")
+        rows.append(row)
+        _write_results(out, rows)
+        launched_s.append(wall_s)
+        left = len(keys) - idx
+        eta = sum(launched_s) / len(launched_s) * left
+        click.echo(f"{tag}: done in {wall_s:.1f} s, {_eval_summary(row)}; ETA {eta:.0f} s")
+    _write_results(out, rows)
+    return rows
+
+
+def eval_curves(out: Path, experiment: Experiment) -> dict[str, list[list[dict[str, Any]]]]:
+    """Arm → the ``eval.jsonl`` rows of each of its finished runs (seed order)."""
+    curves: dict[str, list[list[dict[str, Any]]]] = {arm: [] for arm in experiment.arms}
+    for key in run_keys(experiment):
+        path = run_dir(out, key) / "eval.jsonl"
+        if path.is_file():
+            curves[key.arm].append(read_jsonl(path))
+    return curves
