@@ -1,0 +1,134 @@
+"""What happens between two optimizer steps of a ``CurriculumTrainer``: a ``TrainerCallback``.
+
+The Trainer's callback extension point (``transformers.TrainerCallback``), added by
+``CurriculumTrainer`` to its callbacks:
+
+- ``on_train_begin``: the engine is built and a resumed checkpoint loaded, so the curriculum is
+  built (:meth:`~curriculum_ds.hf.feed.CurriculumFeed.start`) and, on the world's first process,
+  the run's records opened (:class:`~curriculum_ds.records.jsonl.RunLog` in ``output_dir``: a
+  resume keeps the rows up to its step);
+- ``on_step_end`` (after the step's ``Step.finish``): the ``metrics.jsonl`` /
+  ``curriculum_history.jsonl`` / ``sample_trace.jsonl`` rows, the evaluation when one is due (an
+  eval interval or a phase end; ``eval.jsonl``), the ``curriculum/...`` values through the
+  Trainer's ``log`` (so ``report_to`` shows them), and the stop: at ``max_duration``, and after a
+  SIGTERM (then a checkpoint first), through ``TrainerControl``;
+- ``on_save`` (HF's ``checkpoint-N/`` is written): the curriculum state into it
+  (:mod:`curriculum_ds.hf.checkpoint`);
+- ``on_train_end``: the records closed, the curriculum's streams and SIGTERM handler released.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from transformers import TrainerCallback
+
+from curriculum_ds.hf.checkpoint import write_state
+from curriculum_ds.records.jsonl import RunLog
+from curriculum_ds.records.monitors import bucket_events, eval_events, step_events
+
+if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from curriculum_ds.hf.trainer import CurriculumTrainer
+    from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow
+
+__all__ = ["CurriculumCallback", "curriculum_logs"]
+
+
+def curriculum_logs(
+    record: MetricsRow | None = None,
+    *,
+    reweighting: HistoryRow | None = None,
+    eval_row: EvalRow | None = None,
+) -> dict[str, float]:
+    """The ``curriculum/...`` values of a step for HF's ``log``: the DeepSpeed monitors' tags.
+
+    ``curriculum/loss``, ``/lr``, ``/tokens``, ``/phase``, ``/streams/<name>/{loss,tokens}``
+    (:func:`~curriculum_ds.records.monitors.step_events`), ``curriculum/bucket_probs/<i>`` after
+    a re-weighting, ``curriculum/eval/loss`` and ``curriculum/eval/<name>/loss`` after an
+    evaluation. HF's TensorBoard and W&B callbacks file them under ``train/``.
+    """
+    events = step_events(record) if record is not None else []
+    if reweighting is not None:
+        events += bucket_events(reweighting)
+    if eval_row is not None:
+        events += eval_events(eval_row)
+    return {tag: value for tag, value, _ in events}
+
+
+class CurriculumCallback(TrainerCallback):
+    """The curriculum's part of the Trainer's control flow (see the module docstring).
+
+    Args:
+        trainer: the ``CurriculumTrainer`` it belongs to (its feed, ``log`` and options).
+    """
+
+    def __init__(self, trainer: CurriculumTrainer) -> None:
+        self._trainer = trainer
+        self._log: RunLog | None = None
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
+    ) -> None:
+        """Build the curriculum (engine ready, checkpoint loaded) and open the records."""
+        curriculum = self._trainer.feed.start()
+        if state.is_world_process_zero:
+            self._log = RunLog(
+                Path(str(args.output_dir)),
+                resumed_step=curriculum.global_step or None,
+                history=curriculum.dynamic is not None,
+                trace=self._trainer.trace_samples,
+                evaluation=curriculum.evaluator is not None,
+            )
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
+    ) -> None:
+        """Record the finished step, evaluate when due, log ``curriculum/...``, stop at the end."""
+        trainer = self._trainer
+        finished = trainer.finished_record
+        curriculum = trainer.feed.curriculum
+        if finished is None or curriculum is None:
+            return
+        trainer.finished_record = None
+        record, step = finished
+        if self._log is not None:
+            trace = step.trace_record() if trainer.trace_samples else None
+            self._log.write(record, reweighting=step.reweighting, trace=trace)
+        eval_row = None
+        if curriculum.eval_due:  # an eval interval or a phase ended: before any save of it
+            eval_row = curriculum.evaluate()
+            if self._log is not None:
+                self._log.write_eval(eval_row)
+        should_log = control.should_log  # HF's own log of this step: not consumed by ours
+        trainer.log(curriculum_logs(record, reweighting=step.reweighting, eval_row=eval_row))
+        control.should_log = should_log
+        if curriculum.stop_requested:  # SIGTERM on some rank: every rank saves and stops here
+            control.should_save = True
+            control.should_training_stop = True
+        elif curriculum.is_done:  # max_duration: the end of the run
+            control.should_save = args.save_strategy != "no"
+            control.should_training_stop = True
+
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
+    ) -> None:
+        """Write the curriculum state into the ``checkpoint-N/`` HF has just written."""
+        curriculum = self._trainer.feed.curriculum
+        if curriculum is None or not state.is_world_process_zero:
+            return
+        folder = Path(str(args.output_dir)) / f"checkpoint-{state.global_step}"
+        if folder.is_dir():
+            write_state(folder, curriculum.state_dict())
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
+    ) -> None:
+        """Close the records; release the curriculum's streams and SIGTERM handler."""
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._trainer.feed.curriculum is not None:
+            self._trainer.feed.curriculum.close()

@@ -1,0 +1,210 @@
+"""``CurriculumTrainer``: HF's ``Trainer`` fed and weighted by the curriculum of its ds_config.
+
+Each piece uses one public extension point of ``transformers.Trainer`` (subclassing, documented
+overridable methods, callbacks); no private method is replaced or patched:
+
+- ``__init__`` (subclassing): the checks of :mod:`curriculum_ds.hf.arguments` (one line each,
+  before anything is built), ``ignore_data_skip`` on (the curriculum restores its own cursor),
+  ``max_steps`` set to a bound the run never reaches (it ends at ``max_duration``), and the
+  :class:`~curriculum_ds.hf.callbacks.CurriculumCallback` added (``add_callback``);
+- ``get_train_dataloader``: the :class:`~curriculum_ds.hf.feed.CurriculumFeed`;
+- ``training_step`` ("subclass and override to inject custom behavior"): the micro-batch's
+  forward through the DeepSpeed engine and the plugin's token-weighted ``Step.backward`` (which
+  calls ``engine.backward`` with DeepSpeed's 1/GAS off and ``engine.step``), then
+  ``Step.finish`` after the step's last micro-batch; HF's ``compute_loss`` and
+  ``num_items_in_batch`` are not used for training;
+- ``create_scheduler``: HF's scheduler over the estimated steps
+  (:func:`~curriculum_ds.hf.arguments.estimated_steps`), or a constant one when
+  ``curriculum.lr_schedule`` owns the lr;
+- ``train``: ``resume_from_checkpoint`` resolved to a ``checkpoint-N`` with curriculum state
+  and checked by the resume rules before HF loads anything;
+- ``evaluate``: without an ``eval_dataset``, the curriculum's eval streams.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+from transformers import Trainer
+
+from curriculum_ds.errors import StepError
+from curriculum_ds.hf.arguments import curriculum_run, estimated_steps, step_bound
+from curriculum_ds.hf.callbacks import CurriculumCallback, curriculum_logs
+from curriculum_ds.hf.checkpoint import check_folder, resume_folder
+from curriculum_ds.hf.feed import MICRO_BATCH_KEY, CurriculumFeed
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from curriculum_ds.plugin.curriculum import Curriculum
+    from curriculum_ds.plugin.engine_like import EngineLike
+    from curriculum_ds.plugin.step import Step
+    from curriculum_ds.records.schema import MetricsRow
+
+__all__ = ["CurriculumTrainer"]
+
+
+class CurriculumTrainer(Trainer):
+    """A ``transformers.Trainer`` whose batches, loss, records and checkpoints are the curriculum's.
+
+    Args:
+        model: the model (a ``PreTrainedModel`` or any module whose forward maps
+            ``input_ids`` + ``attention_mask`` to logits or an output with ``.logits``).
+        args: ``TrainingArguments`` with ``deepspeed`` set to a ds_config (path or dict) holding
+            a ``curriculum`` section; on CPU ranks also ``use_cpu=True``.
+        train_dataset: must be None: the curriculum feeds the Trainer.
+        trace_samples: also write ``sample_trace.jsonl`` (every step's global batch).
+        check_data: run the data preflight of ``curriculum-ds validate`` in the constructor.
+        **trainer_kwargs: passed on to ``Trainer`` (``eval_dataset``, ``callbacks``,
+            ``processing_class``, ...).
+
+    Attributes:
+        curriculum_run: the plugin's :class:`~curriculum_ds.config.RunConfig` of the section.
+        feed: the :class:`~curriculum_ds.hf.feed.CurriculumFeed`; ``feed.curriculum`` is the
+            :class:`~curriculum_ds.Curriculum` once training started (None before).
+        finished_record: the last finished step's metrics row and step, until the callback
+            took it.
+
+    Raises:
+        ConfigError: one line, before anything is built: a ``train_dataset``; no ds_config or no
+            ``curriculum`` section in it; ``group_by_length=True``; batch sizes of the ds_config
+            that disagree with ``TrainingArguments``; a bad ``curriculum`` section; a phase's
+            ``max_seq_len`` beyond the model's positions.
+        DataError: a stream's data is missing or malformed.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        args: Any = None,
+        *,
+        train_dataset: Any = None,
+        trace_samples: bool = False,
+        check_data: bool = True,
+        **trainer_kwargs: Any,
+    ) -> None:
+        from curriculum_ds.preflight import check_model_context
+
+        self.curriculum_run = curriculum_run(
+            args, train_dataset=train_dataset, check_data=check_data
+        )
+        check_model_context(self.curriculum_run.curriculum, model)
+        world = int(args.world_size)
+        self._horizon = args.max_steps if args.max_steps > 0 else None
+        if args.max_steps <= 0:  # the Trainer needs a bound for a feed without length
+            args.max_steps = step_bound(self.curriculum_run, world)
+            self._horizon = estimated_steps(self.curriculum_run, world)
+        args.ignore_data_skip = True  # HF's batch skipping: the curriculum restores its cursor
+        self.trace_samples = trace_samples
+        self.feed = CurriculumFeed(self._build_curriculum)
+        self.finished_record: tuple[MetricsRow, Step] | None = None
+        self._resume_state: dict[str, Any] | None = None
+        super().__init__(model=model, args=args, **trainer_kwargs)
+        self.add_callback(CurriculumCallback(self))
+
+    # ------------------------------------------------------------- extension points
+    def get_train_dataloader(self) -> Any:  # noqa: D102 - documented in the module docstring
+        return self.feed
+
+    def training_step(
+        self, model: Any, inputs: dict[str, Any], num_items_in_batch: Any = None
+    ) -> torch.Tensor:
+        """One micro-batch: forward, the plugin's token-weighted backward, and the step's end.
+
+        ``model`` is the DeepSpeed engine; ``Step.backward`` calls its ``backward`` (1/GAS off)
+        and ``step``. After the step's last micro-batch, ``Step.finish`` (collective) gives the
+        metrics row the callback records. ``num_items_in_batch`` is ignored.
+
+        Returns:
+            The micro-batch's token-mean loss / GAS, detached (what HF sums for its ``loss``
+            log; NaN without loss-bearing tokens, which HF's ``logging_nan_inf_filter`` drops).
+        """
+        step = self.feed.step
+        mb = inputs[MICRO_BATCH_KEY]
+        if step is None:
+            raise StepError("training_step: no curriculum step in flight")
+        model.train()
+        outputs = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
+        loss = step.backward(outputs, mb)
+        if mb is step.micro_batches[-1]:
+            self.finished_record = (step.finish(), step)
+        return loss.detach().to(self.args.device) / len(step.micro_batches)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
+        """HF's scheduler over the run's estimated steps; constant under ``lr_schedule``.
+
+        With ``curriculum.lr_schedule`` the curriculum sets every param group's lr when a step
+        is drawn, so HF's scheduler is a constant ``LambdaLR`` (factor 1).
+        """
+        if self.curriculum_run.curriculum.lr_schedule is not None:
+            if self.lr_scheduler is None:
+                target = self.optimizer if optimizer is None else optimizer
+                self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
+                    cast("torch.optim.Optimizer", target), lambda _: 1.0
+                )
+                self._created_lr_scheduler = True
+            return self.lr_scheduler
+        horizon = self._horizon if self._horizon is not None else num_training_steps
+        return super().create_scheduler(num_training_steps=horizon, optimizer=optimizer)
+
+    def train(  # type: ignore[override]
+        self, resume_from_checkpoint: str | bool | None = None, **kwargs: Any
+    ) -> Any:
+        """HF's ``train``, resuming from a ``checkpoint-N`` with curriculum state.
+
+        ``resume_from_checkpoint=True`` takes the newest ``checkpoint-N`` of ``output_dir`` that
+        holds the curriculum state; a folder must hold it. The resume rules are checked before
+        HF loads anything; the run continues with the uninterrupted run's batches.
+
+        Raises:
+            ResumeError: no such checkpoint, or the rules refuse it (one line naming the phase
+                and field).
+        """
+        self._resume_state = None
+        if resume_from_checkpoint not in (None, False):
+            folder: Path = resume_folder(str(self.args.output_dir), resume_from_checkpoint)
+            self._resume_state = check_folder(self.curriculum_run.curriculum, folder)
+            resume_from_checkpoint = str(folder)
+        else:
+            resume_from_checkpoint = None
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def evaluate(
+        self,
+        eval_dataset: Any = None,
+        ignore_keys: list[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """The curriculum's eval streams (without an ``eval_dataset``), else HF's ``evaluate``.
+
+        Returns:
+            ``{PREFIX_loss: loss over every eval token, PREFIX_<stream>_loss: ...}`` (nats, a
+            stream without eval tokens left out; collective), also logged; the row is not
+            added to ``eval.jsonl`` (only the scheduled evaluations are).
+
+        Raises:
+            StepError: before ``train()`` built the curriculum, or no ``curriculum.eval``.
+        """
+        if eval_dataset is not None or self.eval_dataset is not None:
+            return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+        curriculum = self.feed.curriculum
+        if curriculum is None:
+            raise StepError("evaluate: the curriculum is built by train(); call it first")
+        row = curriculum.evaluate()
+        losses = {"": row["loss"]} | {f"_{n}": s["loss"] for n, s in row["streams"].items()}
+        metrics = {f"{metric_key_prefix}{k}_loss": v for k, v in losses.items() if v is not None}
+        self.log(metrics | curriculum_logs(eval_row=row))
+        return metrics
+
+    # ------------------------------------------------------------------- the curriculum
+    def _build_curriculum(self) -> Curriculum:
+        """The curriculum of the engine HF built (``model_wrapped``), at the resumed state."""
+        from curriculum_ds.plugin.engine import attach
+
+        curriculum = attach(
+            cast("EngineLike", self.model_wrapped), self.curriculum_run, check_data=False
+        )
+        if self._resume_state is not None:
+            curriculum.load_state_dict(self._resume_state)
+        return curriculum

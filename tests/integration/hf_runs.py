@@ -1,0 +1,136 @@
+"""Several ``CurriculumTrainer`` (and reference-loop) runs in ONE launched job, for the tests only.
+
+Run by the launcher as ``--module hf_runs --plan FILE`` (tests/ on PYTHONPATH). ``FILE`` is a
+JSON list of runs, one after the other in the same 2-rank processes (the launcher and the
+torch/DeepSpeed/transformers imports are paid once; the gloo group is made once):
+
+- ``{"kind": "ref", "argv": [...]}``: ``curriculum_ds.train.main(argv)``, the reference loop;
+- ``{"kind": "doc", "script": PATH, "argv": [...]}``: a script (the one printed in
+  docs/hf-trainer.md) run as ``__main__`` with ``sys.argv = [PATH, *argv]``;
+- ``{"kind": "hf", "ds": PATH, "out": DIR, "model": DIR, "mb": int, "gas": int, ...}``: a
+  ``CurriculumTrainer`` run with AdamW at a constant lr from the ds_config, and optionally
+  ``"save_steps"``, ``"resume": true``, ``"trace": true``, ``"grads": PATH`` (the first
+  update's gradients, this rank's partition, saved to ``PATH.rank{R}``), ``"kill_after_save":
+  N`` (SIGKILL of every rank once ``checkpoint-N`` and its curriculum state are written: the job
+  ends there) and ``"may_fail": true`` with ``"error": PATH`` (the exception's message goes
+  there).
+
+Each rank's exceptions outside ``may_fail`` runs end the job with exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import runpy
+import signal
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+def _hf_run(spec: dict[str, Any]) -> None:
+    from transformers import GPT2LMHeadModel, TrainerCallback, TrainingArguments
+    from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+    from curriculum_ds.hf import CurriculumTrainer
+
+    args = TrainingArguments(  # before the model: HF's ZeRO-3 set-up reads it in from_pretrained
+        output_dir=spec["out"],
+        deepspeed=spec["ds"],
+        per_device_train_batch_size=spec["mb"],
+        gradient_accumulation_steps=spec["gas"],
+        learning_rate=1e-3,
+        lr_scheduler_type="constant",
+        save_strategy="steps" if spec.get("save_steps") else "no",
+        save_steps=spec.get("save_steps") or 500,
+        logging_steps=1,
+        report_to=[],
+        disable_tqdm=True,
+        use_cpu=True,
+    )
+    model = GPT2LMHeadModel.from_pretrained(spec["model"])
+    trainer = CurriculumTrainer(model=model, args=args, trace_samples=spec.get("trace", False))
+
+    class Probe(TrainerCallback):
+        """The first update's gradients; the SIGKILL after a save (after the state is written)."""
+
+        def on_train_begin(self, *_: Any, **__: Any) -> None:
+            if spec.get("grads"):
+                engine = trainer.model_wrapped
+                inner = getattr(engine.optimizer, "optimizer", engine.optimizer)
+                step, path = inner.step, f"{spec['grads']}.rank{dist.get_rank()}"
+
+                def recording_step(*a: Any, **k: Any) -> Any:
+                    if not Path(path).exists():
+                        grads = [
+                            p.grad.detach().flatten().double()
+                            for g in inner.param_groups
+                            for p in g["params"]
+                            if p.grad is not None
+                        ]
+                        torch.save(torch.cat(grads), path)
+                    return step(*a, **k)
+
+                inner.step = recording_step
+
+        def on_save(self, args: Any, state: Any, *_: Any, **__: Any) -> None:
+            if state.global_step == spec.get("kill_after_save"):
+                dist.barrier()  # rank 0 wrote the curriculum state
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    trainer.add_callback(Probe())  # after CurriculumTrainer's own callback
+    trainer.train(resume_from_checkpoint=True if spec.get("resume") else None)
+    trainer.feed.curriculum = None  # the run is over: its streams and engine can go
+    unset_hf_deepspeed_config()  # the next run's from_pretrained must not see this ZeRO stage
+    gc.collect()
+
+
+def _run(spec: dict[str, Any]) -> None:
+    if spec["kind"] == "ref":
+        from curriculum_ds import train
+
+        code = train.main(spec["argv"])
+        if code != 0:
+            raise SystemExit(f"hf_runs: reference run {spec['argv']} exited {code}")
+    elif spec["kind"] == "doc":
+        saved = sys.argv
+        sys.argv = [spec["script"], *spec["argv"]]
+        try:
+            runpy.run_path(spec["script"], run_name="__main__")
+        finally:
+            sys.argv = saved
+            from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+            unset_hf_deepspeed_config()
+    else:
+        _hf_run(spec)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--plan", type=Path, required=True)
+    args, _ = p.parse_known_args()  # the launcher's --deepspeed_config and --local_rank
+    for spec in json.loads(args.plan.read_text()):
+        try:
+            _run(spec)
+        except Exception as exc:
+            if not spec.get("may_fail"):
+                traceback.print_exc()
+                return 1
+            Path(spec["error"]).write_text(f"{type(exc).__name__}: {exc}")
+        sys.stdout.flush()
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

