@@ -212,7 +212,8 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     file matches its index (size, recorded hashes, header), a probe of samples decodes, and the
     token ids fit the vocabulary the run will use. Every problem is one line; nothing is written.
     With --resume-from: the resume rules' verdict, and the resume's own note line when the
-    global batch at --num-gpus differs from the checkpoint's.
+    global batch at --num-gpus differs from the checkpoint's, or, with dynamic re-weighting, a
+    note of what is kept and what can differ when only the world size does.
     """
     from curriculum_ds.commands.schedule_table import describe_schedule
     from curriculum_ds.config import load_config
@@ -220,7 +221,7 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     run = load_config(ds_config, check_data=True, model=model, strict=True)
     verdict = note = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
-        from curriculum_ds.checkpoint.engine_io import global_batch_note
+        from curriculum_ds.checkpoint.engine_io import elastic_dynamic_note, global_batch_note
         from curriculum_ds.checkpoint.files import locate_checkpoint, open_tag, resume_verdict
         from curriculum_ds.errors import ResumeError
 
@@ -231,6 +232,13 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
         # another global batch (world size, micro-batch, GAS): the resume's own note line
         saved = open_tag(*locate_checkpoint(resume_from))
         note = global_batch_note(saved, run.global_batch_size(num_gpus))
+        # another world size, the same batch, dynamic on: what is kept and what can differ
+        note = note or elastic_dynamic_note(
+            saved,
+            num_gpus,
+            run.global_batch_size(num_gpus),
+            dynamic=run.curriculum.dynamic.enabled,
+        )
     click.echo(describe_schedule(run, dp_world_size=num_gpus))
     if verdict is not None:
         click.echo(verdict)

@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     from curriculum_ds.checkpoint.state import CurriculumState
     from curriculum_ds.config import CurriculumConfig
 
-__all__ = ["find", "global_batch_note", "load", "publish_latest", "resume", "save"]
+__all__ = [
+    "elastic_dynamic_note",
+    "find",
+    "global_batch_note",
+    "load",
+    "publish_latest",
+    "resume",
+    "save",
+]
 
 
 def save(engine: Any, save_dir: Path, tag: str, client_state: dict[str, Any]) -> Path:
@@ -197,4 +205,41 @@ def global_batch_note(saved: SavedTag, global_batch_size: int) -> str | None:
         f"the same sample sequence continues in batches of {global_batch_size}; phase boundary "
         "steps, the updates and dynamic re-weighting's recompute intervals differ from the "
         "uninterrupted run's"
+    )
+
+
+def elastic_dynamic_note(
+    saved: SavedTag, dp_world_size: int, global_batch_size: int, *, dynamic: bool
+) -> str | None:
+    """One line when ``saved`` resumes on another world size, same global batch, with dynamic on.
+
+    What such a resume keeps and what can differ (docs/resume-and-faults.md, measured by
+    tests/integration/test_elastic_resume.py): the curriculum state is kept exactly, so the
+    samples are the uninterrupted run's up to the first re-weighting recompute after the resume;
+    from then on each sample's loss is computed in another reduction order (another micro-batch
+    and rank split), the recomputed bucket weights differ by that float-level amount, and a draw
+    that falls that close to a bucket boundary takes another sample.
+
+    Args:
+        saved: the tag resumed from.
+        dp_world_size: the data-parallel ranks of the resumed run.
+        global_batch_size: its global batch in samples.
+        dynamic: whether the resumed run has dynamic re-weighting on.
+
+    Returns:
+        The line, or None (no dynamic, the same world size, none recorded, or another global
+        batch: :func:`global_batch_note` says that).
+    """
+    before = saved.dp_world_size
+    if not dynamic or before is None or before == dp_world_size:
+        return None
+    if saved.train_batch_size is not None and saved.train_batch_size != global_batch_size:
+        return None
+    return (
+        f"{saved.path}: written on {before} data-parallel rank(s), resumed on {dp_world_size} "
+        "with dynamic re-weighting: the curriculum state (phase, counters, rolling window, bucket "
+        "weights) is kept exactly and the samples are the uninterrupted run's up to the first "
+        "recompute after the resume; from it on the per-sample losses differ in the last float "
+        "bits (another reduction order), the recomputed weights by as little (below 1e-5 "
+        "relative in the tests), and a draw that close to a bucket boundary takes another sample"
     )

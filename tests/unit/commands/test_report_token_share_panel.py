@@ -97,8 +97,7 @@ def test_the_panel_draws_the_rolling_shares_and_the_targets(tmp_path):
         assert list(lines[name].get_xdata()) == xs
         assert list(lines[name].get_ydata()) == pytest.approx(ys, nan_ok=True)
     segments = {
-        c.get_label(): [tuple(map(tuple, seg)) for seg in c.get_segments()]
-        for c in ax.collections
+        c.get_label(): [tuple(map(tuple, seg)) for seg in c.get_segments()] for c in ax.collections
     }
     assert segments["a target"] == [((0.0, 1.0), (30.0, 1.0))]
     assert segments["b target"] == [((30.0, 0.75), (60.0, 0.75))]
