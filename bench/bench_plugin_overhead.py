@@ -48,6 +48,12 @@ loop's blocks, no monitor) and ``plugin, accounting + monitors`` (per-stream sam
 losses in every metrics row, and DeepSpeed's ``tensorboard`` and ``csv_monitor`` enabled, so each
 step also writes the ``curriculum/...`` events and DeepSpeed's own ``Train/Samples/lr``).
 
+``--moving`` measures issue 22's mixtures that move, against a 0.5% target: two plugin loops
+(dynamic off) over the same two streams, ``plugin, constant mix`` (0.5/0.5) and ``plugin, ramp +
+loss weights`` (proportion ramps 0.9→0.1 / 0.1→0.9 and loss weights 0.5 / 2: the shares read at
+every step's start, the blend from per-stream targets, the weighted denominators in the count's
+all-reduce).
+
 Example: ``python bench/bench_plugin_overhead.py --profile`` (about 4 minutes on 2 CPU cores);
 ``python bench/bench_plugin_overhead.py --streams``.
 """
@@ -81,6 +87,9 @@ TARGETS = {"plugin, dynamic off": 1.03, "plugin, dynamic on": 1.05}
 STREAM_VARIANTS = ("plugin, accounting off", "plugin, accounting + monitors")
 """``--streams``: the reference loop first, as ``bare`` is in the default mode."""
 STREAM_TARGETS = {"plugin, accounting + monitors": 1.01}
+MOVING_VARIANTS = ("plugin, constant mix", "plugin, ramp + loss weights")
+"""``--moving``: the constant two-stream mix first."""
+MOVING_TARGETS = {"plugin, ramp + loss weights": 1.005}
 
 
 # ---------------------------------------------------------------------------------- data
@@ -289,6 +298,39 @@ def build_stream_loops(data: Path, *, monitor_dir: Path) -> dict[str, Any]:
     return loops
 
 
+def build_moving_loops(data: Path) -> dict[str, Any]:
+    """``--moving``: a constant two-stream mix, and the same streams ramped with loss weights."""
+    import torch
+
+    import curriculum_ds as cds
+    from curriculum_ds.default_model import build_model
+    from curriculum_ds.plugin import load_run_config
+
+    loops: dict[str, Any] = {}
+    for name, extras in (
+        (MOVING_VARIANTS[0], ({"proportion": 0.5}, {"proportion": 0.5})),
+        (
+            MOVING_VARIANTS[1],
+            (
+                {"proportion": [[0.0, 0.9], [1.0, 0.1]], "loss_weight": 0.5},
+                {"proportion": [[0.0, 0.1], [1.0, 0.9]], "loss_weight": 2.0},
+            ),
+        ),
+    ):
+        config = ds_config(data, dynamic=False)
+        (phase,) = config["curriculum"]["schedule"]
+        phase["train_loader"]["streams"] = [
+            {"local": str(local), **extra}
+            for local, extra in zip((data, second_stream(data)), extras, strict=True)
+        ]
+        run = load_run_config(config)
+        torch.manual_seed(run.curriculum.seed)
+        model = build_model(None, run.curriculum, N_POSITIONS)
+        engine, curriculum = cds.initialize(model=model, config=run)
+        loops[name] = PluginLoop(engine, curriculum)
+    return loops
+
+
 # ------------------------------------------------------------------------------ measuring
 def measure(
     loops: dict[str, Any], *, steps: int, block: int, warmup: int
@@ -494,6 +536,11 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="per-stream accounting + monitors on vs off (issue 11) instead of plugin vs bare",
     )
+    parser.add_argument(
+        "--moving",
+        action="store_true",
+        help="proportion ramps + loss weights vs a constant mix (issue 22) instead",
+    )
     parser.add_argument("--out", type=Path, default=None, help="work folder (data reused there)")
     parser.add_argument(
         "--json", type=Path, default=None, help="also write the figures and every block's times"
@@ -548,7 +595,7 @@ def main() -> int:
             out = args.out.resolve()
             out.mkdir(parents=True, exist_ok=True)
         data = build_data(out)
-        if args.streams:
+        if args.streams or args.moving:
             build_data(out, name=second_stream(data).name, seed=1)
         if args.num_gpus > 1:
             code = launch_ranks(args, data, command)
@@ -565,7 +612,10 @@ def main() -> int:
     import torch.distributed as dist
 
     torch.set_num_threads(args.threads)
-    if args.streams:
+    if args.moving:
+        variants, targets, label = MOVING_VARIANTS, MOVING_TARGETS, "moving/constant"
+        loops = build_moving_loops(data)
+    elif args.streams:
         variants, targets, label = STREAM_VARIANTS, STREAM_TARGETS, "on/off"
         monitor_dir = Path(tempfile.mkdtemp(prefix="bench_monitors_", dir=data.parent))
         loops = build_stream_loops(data, monitor_dir=monitor_dir)

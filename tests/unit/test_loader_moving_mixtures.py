@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from helpers import make_dataset, ragged_docs
 
+from curriculum_ds.checkpoint.substates import LoaderState
 from curriculum_ds.commands.schedule_table import describe_schedule
 from curriculum_ds.config import PhaseConfig, load_config
 from curriculum_ds.config.ramps import value_at
@@ -93,8 +94,10 @@ def test_a_resumed_loader_draws_the_same_batches_mid_ramp(datasets):
     head = len(list(_run(first, 20_000, 8, "tokens", steps=len(runs) // 2)))
     state = first.state_dict()
     assert len(state["targets"]) == 2
+    # through the checkpoint's typed loader state, as a resume reads it
+    assert LoaderState.from_dict(state).to_dict() == state
     resumed = PhaseLoader(phase, 0, seed=9)
-    resumed.load_state_dict(state)
+    resumed.load_state_dict(LoaderState.from_dict(state).to_dict())
     for batch, fraction in runs[head:]:  # the fractions of the uninterrupted run
         np.testing.assert_array_equal(resumed.next_global_batch(8, fraction=fraction), batch)
     assert 0 < head < len(runs)

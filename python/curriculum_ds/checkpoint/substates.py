@@ -91,6 +91,8 @@ class LoaderState:
             (the key is absent then, as in every checkpoint before it existed).
         stream_tokens: per stream, tokens placed (with ``"tokens"`` only).
         pending: per stream, sample indices drawn but not placed yet (with ``"tokens"`` only).
+        targets: per stream, the integral of its moving target (a phase with proportion ramps
+            only; the loader refuses a ramped phase's state without it).
     """
 
     phase_idx: int
@@ -100,6 +102,7 @@ class LoaderState:
     proportion_unit: str | None = None
     stream_tokens: list[int] | None = None
     pending: list[list[int]] | None = None
+    targets: list[float] | None = None
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> LoaderState:
@@ -121,6 +124,11 @@ class LoaderState:
         pending = _get(saved, w, "pending", (list, tuple), optional=not tokens)
         if pending is not None:
             pending = [_ints(p, f"{w}.pending[{i}]") for i, p in enumerate(pending)]
+        targets = _get(saved, w, "targets", _ARRAY, optional=True)
+        if targets is not None:
+            if not all(isinstance(t, (int, float, np.number)) for t in list(targets)):
+                raise _wrong(f"{w}.targets", targets)
+            targets = [float(t) for t in targets]
         return cls(
             phase_idx=_get(saved, w, "phase_idx", int),
             num_samples=_get(saved, w, "num_samples", (int, np.integer)),
@@ -131,6 +139,7 @@ class LoaderState:
                 None if stream_tokens is None else _ints(stream_tokens, f"{w}.stream_tokens")
             ),
             pending=pending,
+            targets=targets,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,6 +156,8 @@ class LoaderState:
             out["stream_tokens"] = list(self.stream_tokens)
         if self.pending is not None:
             out["pending"] = [list(p) for p in self.pending]
+        if self.targets is not None:
+            out["targets"] = list(self.targets)
         return out
 
 
