@@ -244,4 +244,3 @@ def test_an_edited_completed_phase_is_refused_in_one_line(runs):
     assert "\n" not in error.strip()
     assert "short" in error
     assert "max_seq_len" in error
-
