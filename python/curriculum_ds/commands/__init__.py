@@ -1,4 +1,4 @@
-"""The commands behind the ``curriculum-ds`` CLI: back-ends a user reaches through ``cli.py``.
+"""The commands behind the ``curriculum-ds`` CLI: back-ends a user reaches through ``cli/``.
 
 Modules, one concern each:
 - ``launch``: builds and runs the ``deepspeed`` command, forwarding signals to the ranks.

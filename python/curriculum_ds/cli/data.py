@@ -1,0 +1,219 @@
+"""``curriculum-ds prepare`` and ``validate``: data in, a config checked before any rank trains."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from curriculum_ds.cli.group import main
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    required=True,
+    help="output MDS folder (must not exist or be empty), or an empty s3://bucket/prefix or "
+    "gs://bucket/prefix to upload to",
+)
+@click.option(
+    "--tokenizer",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="a HF tokenizer.json (default: byte-level)",
+)
+@click.option(
+    "--max-seq-len",
+    default=1024,
+    show_default=True,
+    help="max tokens per sample (with --pack: tokens per row); longer documents are split",
+)
+@click.option(
+    "--pack",
+    is_flag=True,
+    help="concatenate the documents (EOS-separated) into rows of exactly --max-seq-len tokens; "
+    "only the last row may be shorter",
+)
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["text", "jsonl", "json", "parquet"]),
+    default=None,
+    help="read every input file in this format, whatever its suffix "
+    "(default: by suffix, files inside folders with other suffixes skipped)",
+)
+@click.option(
+    "--text-field",
+    default="text",
+    show_default=True,
+    help="the field holding the text in JSONL lines and JSON objects, the text column of "
+    "Parquet files and saved datasets",
+)
+@click.option(
+    "--val-fraction",
+    type=float,
+    default=None,
+    help="hold out this share of the documents, in (0, 1), in a second MDS folder OUT_val beside "
+    "--out (split by document)",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="draws which documents --val-fraction holds out",
+)
+def prepare(
+    inputs: tuple[Path, ...],
+    out: str,
+    tokenizer: Path | None,
+    max_seq_len: int,
+    pack: bool,
+    format_: str | None,
+    text_field: str,
+    val_fraction: float | None,
+    seed: int,
+) -> None:
+    """Tokenize text, JSONL, JSON or Parquet files, saved datasets, or folders, into MDS shards.
+
+    The suffix decides how a file is read: .txt and .md are plain UTF-8 text, one document per
+    file; .jsonl holds one JSON object per line, its --text-field is a document; .json holds one
+    JSON array of documents, strings or objects with --text-field; .parquet rows hold the text
+    in their --text-field column. A .gz or .zst suffix after these (d.jsonl.gz) is decompressed
+    while reading. A folder written by datasets' save_to_disk is read row by row (--text-field).
+    JSONL, Parquet and saved datasets are streamed: memory does not grow with the input.
+
+    A named file with another suffix (.csv, .py, ...) is refused before anything is
+    written; --format reads it anyway. Inside a folder (walked recursively, hidden entries
+    skipped), files with other suffixes are skipped and counted, as are text files that are
+    binary or not UTF-8; a file with no suffix (LICENSE, COPYING) is read as plain text when it
+    is UTF-8 text. The summary line says what was skipped. A bad row is one line naming
+    the file and row; nothing is left under --out.
+
+    Each sample carries its metric columns. The summary gives the padding fraction at
+    --max-seq-len, unpacked and packed: the share of token slots that are padding when every
+    row is padded to --max-seq-len.
+
+    An --out of s3://... or gs://... (an empty prefix) is written to a temporary folder and
+    uploaded with mosaicml-streaming's uploaders, index.json last; endpoint and credentials come
+    from the environment (S3_ENDPOINT_URL, AWS_*; GCS_KEY/GCS_SECRET).
+
+    --val-fraction F holds out round(F x documents) whole documents, drawn by --seed, in the MDS
+    folder OUT_val beside --out (the same tokenizer and options); the rest go to --out.
+    """
+    import tempfile
+
+    from curriculum_ds.data import prepare as prepare_fn
+    from curriculum_ds.data.remote import check_upload_target, upload_dataset
+    from curriculum_ds.data.split import check_val_fraction, prepare_split, val_folder
+
+    if val_fraction is not None:
+        check_val_fraction(val_fraction)  # before anything is read or written
+    remote = out if "://" in out else None
+    targets = [out] if val_fraction is None else [out, val_folder(out)]
+    with tempfile.TemporaryDirectory(prefix="curriculum_ds_prepare_") as tmp:
+        if remote is not None:
+            for target in targets:
+                check_upload_target(target)  # before tokenizing anything
+        local = [Path(tmp) / f"dataset{i}" for i in range(len(targets))] if remote else None
+        kwargs: dict[str, Any] = {
+            "tokenizer": tokenizer,
+            "max_seq_len": max_seq_len,
+            "format": format_,
+            "text_field": text_field,
+            "pack": pack,
+            "progress": sys.stderr.isatty(),  # a bar only on a terminal, else one long line
+        }
+        if val_fraction is None:
+            summaries = [prepare_fn(list(inputs), local[0] if local else Path(out), **kwargs)]
+        else:
+            summaries = list(
+                prepare_split(
+                    list(inputs),
+                    local[0] if local else Path(out),
+                    val_out=local[1] if local else Path(targets[1]),
+                    val_fraction=val_fraction,
+                    seed=seed,
+                    **kwargs,
+                )
+            )
+        if remote is not None:
+            for summary, target in zip(summaries, targets, strict=True):
+                upload_dataset(summary.out, target)
+    for summary, target in zip(summaries, targets, strict=True):
+        click.echo(
+            f"wrote {summary.num_samples:,} {'packed rows' if pack else 'samples'} "
+            f"({summary.num_tokens:,} tokens, vocab {summary.vocab_size}) from "
+            f"{summary.num_documents:,} documents to {target if remote else summary.out}"
+        )
+    summary = summaries[0]
+    click.echo(summary.describe_padding())
+    skipped = summary.describe_skipped()
+    if skipped:
+        click.echo(f"skipped in folders: {skipped} (--format reads other suffixes)")
+
+
+@main.command()
+@click.argument("ds_config", type=click.Path(path_type=Path))
+@click.option(
+    "--resume-from",
+    type=click.Path(path_type=Path),
+    help="a checkpoint folder: report whether the schedule can resume from it",
+)
+@click.option(
+    "--num-gpus",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="data-parallel ranks, for the step estimate",
+)
+@click.option(
+    "--model",
+    default=None,
+    help="the local HF model folder the run will get (its vocab_size bounds the token ids, its "
+    "n_positions/max_position_embeddings every phase's max_seq_len); "
+    "default: the small GPT-2 sized to the data's recorded vocab_size",
+)
+def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: str | None) -> None:
+    """Check a whole ds_config, the model's context and the data; print the schedule.
+
+    The config checks: the `curriculum` section, and the DeepSpeed part by DeepSpeed's own
+    config models (unknown top-level keys, ZeRO, scheduler params, monitor packages). The model
+    check: every phase's max_seq_len fits the --model's positions. The data checks: every shard
+    file matches its index (size, recorded hashes, header), a probe of samples decodes, and the
+    token ids fit the vocabulary the run will use. Every problem is one line; nothing is written.
+    With --resume-from: the resume rules' verdict, and the resume's own note line when the
+    global batch at --num-gpus differs from the checkpoint's, or, with dynamic re-weighting, a
+    note of what is kept and what can differ when only the world size does.
+    """
+    from curriculum_ds.commands.schedule_table import describe_schedule
+    from curriculum_ds.config import load_config
+
+    run = load_config(ds_config, check_data=True, model=model, strict=True)
+    verdict = note = None
+    if resume_from is not None:  # a refused resume is one line: decided before any output
+        from curriculum_ds.checkpoint.engine_io import elastic_dynamic_note, global_batch_note
+        from curriculum_ds.checkpoint.files import locate_checkpoint, open_tag, resume_verdict
+        from curriculum_ds.errors import ResumeError
+
+        if not resume_from.exists():
+            raise ResumeError(f"--resume-from {resume_from}: no such folder")
+
+        verdict = resume_verdict(run, resume_from)
+        # another global batch (world size, micro-batch, GAS): the resume's own note line
+        saved = open_tag(*locate_checkpoint(resume_from))
+        note = global_batch_note(saved, run.global_batch_size(num_gpus))
+        # another world size, the same batch, dynamic on: what is kept and what can differ
+        note = note or elastic_dynamic_note(
+            saved,
+            num_gpus,
+            run.global_batch_size(num_gpus),
+            dynamic=run.curriculum.dynamic.enabled,
+        )
+    click.echo(describe_schedule(run, dp_world_size=num_gpus))
+    if verdict is not None:
+        click.echo(verdict)
+    if note is not None:
+        click.echo(f"curriculum_ds: note: {note}")

@@ -1,0 +1,34 @@
+"""The ``curriculum-ds`` command group: the one place a user's mistake becomes one line.
+
+Thin by design: each command parses options and calls one plain function. A
+:class:`~curriculum_ds.errors.CurriculumError` becomes one clean line on stderr and exit code 1,
+in one place (:class:`_Group`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from curriculum_ds.errors import CurriculumError
+
+__all__ = ["main"]
+
+
+class _Group(click.Group):
+    """Turns a CurriculumError (or a bad value) raised by any command into one line and exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (CurriculumError, ValueError) as exc:
+            if isinstance(exc, click.ClickException):
+                raise
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="curriculum_ds")
+def main() -> None:
+    """Curriculum learning for LLM training on DeepSpeed."""

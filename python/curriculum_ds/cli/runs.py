@@ -1,0 +1,165 @@
+"""The commands that start runs: ``launch``, ``demo``, ``ablate`` and ``migrate``."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from curriculum_ds.cli.group import main
+
+
+def _train_option(train_args: Sequence[str], name: str) -> str | None:
+    """The value of the trainer option ``name`` (``NAME VALUE`` or ``NAME=VALUE``), if given."""
+    for i, arg in enumerate(train_args):
+        if arg == name and i + 1 < len(train_args):
+            return train_args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("ds_config", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "--num-gpus",
+    type=int,
+    default=None,
+    help="ranks on this node (default: all GPUs, or 2 CPU ranks)",
+)
+@click.option("--master-port", type=int, default=None, help="rendezvous port (default: a free one)")
+@click.option(
+    "--script",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="your own training script, started on every rank with --deepspeed_config DS_CONFIG and "
+    "the arguments after `--` (default: the reference loop, curriculum_ds.train)",
+)
+@click.argument("train_args", nargs=-1, type=click.UNPROCESSED)
+def launch(
+    ds_config: Path,
+    num_gpus: int | None,
+    master_port: int | None,
+    script: Path | None,
+    train_args: tuple[str, ...],
+) -> None:
+    """Print and run `deepspeed --num_gpus N --module curriculum_ds.train ...` (its exit code).
+
+    With --script, `deepspeed --num_gpus N SCRIPT --deepspeed_config DS_CONFIG ...`: the same
+    environment, port choice and signal forwarding (SIGTERM reaches every rank of the script).
+    First the checks of `validate --model` (the trainer's --model; without it for a script), so a
+    bad config, model or data is refused in one line per problem before any rank starts.
+    """
+    from curriculum_ds.commands.launch import build_command, default_num_gpus, has_cuda, run_command
+    from curriculum_ds.config import load_config
+
+    # refuse a bad config or data before starting any rank: the checks of `validate --model`
+    model = _train_option(train_args, "--model") if script is None else None
+    run = load_config(ds_config, check_data=True, model=model, strict=True)
+    ranks = default_num_gpus() if num_gpus is None else num_gpus
+    if ranks < 1:
+        raise click.BadParameter(f"must be >= 1, got {ranks}", param_hint="--num-gpus")
+    run.global_batch_size(ranks)  # train_batch_size must agree with this many ranks
+    cmd = build_command(
+        ds_config,
+        num_gpus=ranks,
+        train_args=train_args,
+        master_port=master_port,
+        script=script,
+    )
+    cuda = has_cuda()
+    click.echo(("" if cuda else "DS_ACCELERATOR=cpu ") + shlex.join(cmd))
+    sys.exit(run_command(cmd, cuda=cuda))
+
+
+@main.command()
+@click.option(
+    "--out",
+    default=Path("demo_run"),
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="folder for corpus, shards, config and the run",
+)
+@click.option(
+    "--num-gpus", type=int, default=None, help="ranks (default: all GPUs, or 2 CPU ranks)"
+)
+@click.option(
+    "--max-duration", default=None, help="override the demo's total tokens, e.g. 400000tok"
+)
+def demo(out: Path, num_gpus: int | None, max_duration: str | None) -> None:
+    """Real text from Python's stdlib → two datamixes → a 2-phase dynamic curriculum run."""
+    from curriculum_ds.commands.demo import run_demo
+
+    sys.exit(run_demo(out, num_gpus=num_gpus, max_duration=max_duration))
+
+
+@main.command()
+@click.argument("ds_config", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="write the migrated ds_config here (default: print it)",
+)
+@click.option(
+    "--num-gpus",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="data-parallel ranks, for the global batch when the file has no train_batch_size",
+)
+@click.option(
+    "--total-steps",
+    default=None,
+    type=click.IntRange(min=1),
+    help="optimizer steps of the whole run (a phase at the full length follows the warmup); "
+    "default: the curriculum's own steps",
+)
+@click.option(
+    "--data",
+    default="data/train",
+    show_default=True,
+    help="the stream folder (prepared MDS) of the migrated phases",
+)
+def migrate(
+    ds_config: Path, out: Path | None, num_gpus: int, total_steps: int | None, data: str
+) -> None:
+    """Translate DeepSpeed's sequence-length curriculum into the curriculum section.
+
+    DS_CONFIG's `curriculum_learning` (seqlen: fixed_linear, fixed_root, fixed_discrete) or
+    data-efficiency seqlen curriculum becomes a `max_seq_len` ramp, DeepSpeed's steps tokens at
+    the global batch and the schedule's lengths (one line on stderr says how).
+    """
+    import json
+
+    from curriculum_ds.commands.migrate import migrate_config, read_ds_config
+
+    migrated, note = migrate_config(
+        read_ds_config(ds_config), num_gpus=num_gpus, local=data, total_steps=total_steps
+    )
+    text = json.dumps(migrated, indent=2)
+    if out is None:
+        click.echo(text)
+    else:
+        out.write_text(text + "\n")
+    click.echo(f"curriculum_ds: note: {note}", err=True)
+
+
+@main.command()
+@click.argument("experiment", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="results folder")
+@click.option(
+    "--num-gpus", type=int, default=None, help="ranks per run (default: all GPUs, or 2 CPU ranks)"
+)
+@click.option(
+    "--save-interval", default=50, show_default=True, help="checkpoint every N steps of a run"
+)
+def ablate(experiment: Path, out: Path, num_gpus: int | None, save_interval: int) -> None:
+    """Run an experiment's arms × seeds at equal tokens; print the table (docs/ablate.md)."""
+    from curriculum_ds.ablate import ablate as run_ablation
+
+    table = run_ablation(experiment, out, num_gpus=num_gpus, save_interval=save_interval)
+    click.echo(f"\n{table}\nresults: {out / 'summary.json'}  picture: {out / 'ablation.png'}")
