@@ -147,23 +147,29 @@ def record_architecture(
         source: The local HF folder the model came from, for its tokenizer files.
 
     Returns:
-        The folder written, or None for a model without a HF ``config`` (nothing is written:
-        ``export`` then needs ``--model`` or writes a state dict).
+        The folder written, or None for a model without a HF ``config`` or a folder that cannot
+        be written (a one-line warning; nothing is written: ``export`` then needs ``--model`` or
+        writes a state dict).
     """
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "save_pretrained"):
         return None
     folder = Path(checkpoints) / ARCHITECTURE_DIR
     tmp = folder.parent / f".{folder.name}.record-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
         config.save_pretrained(tmp)
         for name in _TOKENIZER_FILES:
             if source is not None and (Path(source) / name).is_file():
                 shutil.copy2(Path(source) / name, tmp / name)
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(tmp, folder)
+    except OSError as exc:
+        # an aid to `export`, not a checkpoint: the run goes on, and a checkpoints folder that
+        # cannot be written fails at the first save with its own one-line error
+        print(f"curriculum_ds: warning: could not record the model in {folder}: {exc}", flush=True)
+        return None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
