@@ -11,6 +11,7 @@ a ``reference`` that is not an arm, fewer than 2 arms or seeds.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import tempfile
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from curriculum_ds.config import read_json_object
 from curriculum_ds.errors import ConfigError
 
 __all__ = ["Experiment", "arm_config", "first_difference", "load_experiment", "merge_patch"]
@@ -130,17 +132,6 @@ def _schema_error(exc: ValidationError, path: Path) -> ConfigError:
     return ConfigError(f"{path}: {loc}: {msg}")
 
 
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{what}: {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{what}: {path}: cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-
-
 def _validated(config: dict[str, Any], arm: str, model: str | None) -> Any:
     """The arm's RunConfig (:func:`~curriculum_ds.config.load_config` with the data checks)."""
     from curriculum_ds.config import load_config
@@ -172,9 +163,7 @@ def load_experiment(path: str | Path) -> Experiment:
             (streams, ``max_samples``, ``max_seq_len``), or none.
     """
     path = Path(path)
-    raw = _read_json(path, "experiment")
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a JSON object with base, arms, reference, seeds")
+    raw = read_json_object(path, field="experiment")
     try:
         spec = _ExperimentFile.model_validate(raw)
     except ValidationError as exc:
@@ -194,9 +183,7 @@ def load_experiment(path: str | Path) -> Experiment:
                 f'arm "{arm}": curriculum.seed: set by the experiment\'s seeds, not by an arm'
             )
     base_path = path.parent / spec.base
-    base = _read_json(base_path, "base")
-    if not isinstance(base, dict):
-        raise ConfigError(f"base: {base_path}: expected a JSON object (a ds_config)")
+    base = read_json_object(base_path, field="base")
     model = None if spec.model is None else str(path.parent / spec.model)
     experiment = Experiment(
         path=path,
@@ -205,7 +192,7 @@ def load_experiment(path: str | Path) -> Experiment:
         reference=spec.reference,
         seeds=tuple(spec.seeds),
         model=model,
-        max_duration="",
+        max_duration="",  # known once every arm validated (below)
         eval_streams=(),
     )
     yardsticks: dict[str, tuple[str, Any]] = {}
@@ -231,13 +218,8 @@ def load_experiment(path: str | Path) -> Experiment:
                 f'arm "{arm}": {where}: differs from the reference "{spec.reference}"\'s: every '
                 "arm must be evaluated on the same streams and samples"
             )
-    return Experiment(
-        path=path,
-        base=base,
-        arms=dict(spec.arms),
-        reference=spec.reference,
-        seeds=tuple(spec.seeds),
-        model=model,
+    return dataclasses.replace(
+        experiment,
         max_duration=ref_duration,
         eval_streams=tuple(s["name"] for s in ref_eval["streams"]),
     )

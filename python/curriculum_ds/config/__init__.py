@@ -38,7 +38,7 @@ from curriculum_ds.config.models import (
     PhaseConfig,
     StreamConfig,
 )
-from curriculum_ds.config.run import RunConfig, load_config, parse_curriculum
+from curriculum_ds.config.run import RunConfig, load_config, parse_curriculum, read_json_object
 from curriculum_ds.config.sections import DynamicConfig, EvalConfig, EvalStreamConfig
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ __all__ = [
     "check_streams",
     "load_config",
     "parse_curriculum",
+    "read_json_object",
     "read_stream_info_checked",
     "stream_infos",
     "verify_stream_checked",

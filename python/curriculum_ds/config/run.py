@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from curriculum_ds.config.messages import (
 from curriculum_ds.config.models import CurriculumConfig
 from curriculum_ds.errors import ConfigError
 
-__all__ = ["RunConfig", "load_config", "parse_curriculum"]
+__all__ = ["RunConfig", "load_config", "parse_curriculum", "read_json_object"]
 
 
 def parse_curriculum(raw: Any) -> CurriculumConfig:
@@ -174,6 +175,41 @@ class RunConfig:
         return product
 
 
+def read_json_object(path: str | os.PathLike[str], *, field: str | None = None) -> dict[str, Any]:
+    """A JSON file whose top level is an object (a ds_config, an experiment), as a dict.
+
+    Args:
+        path: the JSON file.
+        field: what the file is to the caller (e.g. ``TrainingArguments.deepspeed``), put before
+            the message; None for none.
+
+    Raises:
+        ConfigError: one line naming the file: missing, unreadable, invalid JSON (with
+            line:col), or not an object at the top level.
+    """
+    path = Path(path)
+    where = str(path) if field is None else f"{field}: {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{where}: cannot read: {exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        from curriculum_ds.data import json_limit_reason
+
+        raise ConfigError(f"{where}: invalid JSON: {json_limit_reason(exc)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{where}: expected a JSON object at the top level, got {show_value(raw)}"
+        )
+    return raw
+
+
 def load_config(
     path: str | Path,
     *,
@@ -202,22 +238,7 @@ def load_config(
             (:meth:`RunConfig.check_batch_sizes`).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:
-        from curriculum_ds.data import json_limit_reason
-
-        raise ConfigError(f"{path}: invalid JSON: {json_limit_reason(exc)}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a JSON object at the top level, got {show_value(raw)}")
+    raw = read_json_object(path)
     # every problem of the file at once, one line each: unknown top-level keys (a misspelt
     # "curriculum" among them), the curriculum section, DeepSpeed's part
     from curriculum_ds.config.deepspeed import (

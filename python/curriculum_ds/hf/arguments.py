@@ -13,12 +13,11 @@ is the horizon HF's own lr scheduler decays over when ``curriculum.lr_schedule``
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.config import read_json_object
 from curriculum_ds.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,14 +44,7 @@ def read_ds_config(deepspeed: Any) -> dict[str, Any]:
             "TrainingArguments.deepspeed: CurriculumTrainer needs a ds_config (a JSON path or "
             f"dict) with a curriculum section, got {type(deepspeed).__name__}"
         )
-    path = Path(deepspeed)
-    try:
-        raw = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"TrainingArguments.deepspeed: cannot read {path}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"TrainingArguments.deepspeed: {path} is not a JSON object")
-    return raw
+    return read_json_object(deepspeed, field="TrainingArguments.deepspeed")
 
 
 def curriculum_run(args: Any, *, train_dataset: Any = None, check_data: bool = True) -> RunConfig:
