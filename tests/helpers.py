@@ -118,7 +118,15 @@ def fixed_docs(num_docs: int, length: int) -> list[str]:
 
 
 def write_ds_config(path: Path, curriculum: dict[str, Any], **ds: Any) -> Path:
-    """A ds_config JSON: small defaults for CPU runs, overridden by `ds`, plus the curriculum."""
+    """A ds_config JSON: small defaults for CPU runs, overridden by `ds`, plus the curriculum.
+
+    An Adam/AdamW optimizer gets ``"torch_adam": true`` unless `ds` says otherwise: DeepSpeed's
+    default FusedAdam JIT-loads its CPU op in every rank process, and that load asks py-cpuinfo
+    (a Python subprocess) twice, ~4 s of each process's ~12 s start on this machine. The tests'
+    subject is the curriculum and the engine's update, not the optimizer kernel; the product's
+    own configs (the demo, the shipped experiments, the docs' scripts) keep FusedAdam and run in
+    the suite too (test_cli_front_door, test_ablate_runs_arms_and_seeds, test_hf_trainer).
+    """
     config: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": 2,
         "gradient_accumulation_steps": 2,
@@ -127,6 +135,9 @@ def write_ds_config(path: Path, curriculum: dict[str, Any], **ds: Any) -> Path:
         "zero_optimization": {"stage": 0},
     }
     config.update(ds)
+    optimizer = config.get("optimizer")
+    if isinstance(optimizer, dict) and str(optimizer.get("type", "")).lower() in {"adam", "adamw"}:
+        optimizer["params"] = {"torch_adam": True, **optimizer.get("params", {})}
     config["curriculum"] = curriculum
     path.write_text(json.dumps(config, indent=2))
     return path

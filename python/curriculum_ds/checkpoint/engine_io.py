@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch.distributed as dist
 
 from curriculum_ds.checkpoint import universal
+from curriculum_ds.checkpoint.adam_powers import restore_adam_powers
 from curriculum_ds.checkpoint.files import SavedTag, locate_checkpoint, open_tag
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume, fresh_plan
 from curriculum_ds.errors import CheckpointError, ResumeError
@@ -186,6 +187,7 @@ def load(
         ) from None
     if load_path is None:
         raise ResumeError(f"{load_dir / tag}: DeepSpeed could not load this checkpoint")
+    restore_adam_powers(engine.optimizer)  # DeepSpeed's CPU Adam: β^t as the uninterrupted run's
     if saved.curriculum is None:  # a DeepSpeed run without curriculum: its step count is kept
         plan = fresh_plan(config, global_step=int(engine.global_steps))
     return plan, saved.curriculum

@@ -206,5 +206,10 @@ class CurriculumTrainer(Trainer):
             cast("EngineLike", self.model_wrapped), self.curriculum_run, check_data=False
         )
         if self._resume_state is not None:
+            from curriculum_ds.checkpoint.adam_powers import restore_adam_powers
+
             curriculum.load_state_dict(self._resume_state)
+            # HF's deepspeed_load_checkpoint loaded the engine; DeepSpeed's CPU Adam kernels
+            # then need their running beta^t as the uninterrupted run's (adam_powers)
+            restore_adam_powers(getattr(self.model_wrapped, "optimizer", None))
         return curriculum
