@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -265,15 +266,50 @@ def launched_env() -> dict[str, str]:
     return env
 
 
+def node_launcher_command(cmd: list[str]) -> list[str]:
+    """The product's ``deepspeed`` runner command as the node launcher command the runner execs.
+
+    On one machine DeepSpeed's runner (``deepspeed --num_gpus N --master_port P ...``) only
+    imports DeepSpeed and starts ``python -u -m deepspeed.launcher.launch --world_info=...
+    --master_addr=127.0.0.1 --master_port=P [--module] TARGET ARGS`` (runner.py, the local
+    branch), which spawns the ranks, appends ``--local_rank=K`` and stops them all on a failure or
+    SIGTERM. The tests start that node launcher directly: the runner's own start and exit cost
+    ~3 s of every launch, and the runner itself is exercised by the tests of ``curriculum-ds
+    launch`` (test_cli_front_door, test_preemption_stops_after_a_step, test_readme_user_loop).
+    A command that is not the runner's (a plain python one) is returned as it is.
+    """
+    if not cmd or Path(cmd[0]).name != "deepspeed":
+        return cmd
+    args = list(cmd[1:])
+    num_gpus = int(args[args.index("--num_gpus") + 1])
+    port = args[args.index("--master_port") + 1]
+    rest = args[args.index("--master_port") + 2 :]
+    module = rest[:1] == ["--module"]
+    world = json.dumps({"localhost": list(range(num_gpus))})
+    return [
+        sys.executable,
+        "-u",
+        "-m",
+        "deepspeed.launcher.launch",
+        f"--world_info={base64.urlsafe_b64encode(world.encode()).decode()}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={port}",
+        *(["--module"] if module else []),
+        *(rest[1:] if module else rest),
+    ]
+
+
 def run_launched(
     cmd: list[str], *, cwd: Path, timeout: int = 600, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
     """Run a launcher (or plain python) command of the tests on CPU ranks (gloo).
 
+    A ``deepspeed`` runner command runs as its node launcher (:func:`node_launcher_command`).
     The environment is :func:`launched_env` (``CURRICULUM_DS_TEST_CUDA=1``: CUDA/NCCL ranks, as
     bench/gpu_check.sh runs the exactness tests). Raises AssertionError with the output tails when
     ``check`` and the command fails.
     """
+    cmd = node_launcher_command(cmd)
     env = launched_env()
     for _ in range(2):
         unlink_stale_shared_memory()  # what an earlier killed job left would collide
