@@ -5,7 +5,9 @@ step 3 (``latest`` = step 2) and resumed on 1 rank (micro 2 x GAS 4, the same gl
 under ZeRO 1-3 that goes through DeepSpeed's universal checkpoint format, converted once next to
 the tag. The resumed run draws the uninterrupted 2-rank run's global batches at every step and
 its losses agree within 1e-4 relative. And the other way: 1 rank killed, resumed on 2 ranks with
-another micro-batch/GAS split (micro 1 x GAS 4 x 2 ranks).
+another micro-batch/GAS split (micro 1 x GAS 4 x 2 ranks). Two runs are really killed (ZeRO-1
+and the 1-rank one); the other stages resume what such a kill leaves (a copy of the reference
+with ``latest`` back at step 2), which saves a launch each.
 
 From issue 13, item 1.
 """
@@ -132,21 +134,26 @@ DEFERRED_KILL = "zero1"
 """The case whose killed run is the last run of the 2-rank job (its SIGKILL ends the job)."""
 
 
+KILLED = ("one_rank_to_two", DEFERRED_KILL)
+"""The cases whose run is really SIGKILLed after step 3. Every other case resumes a copy of its
+stage's uninterrupted 2-rank reference (the same split, the same save interval) with ``latest``
+set back to step 2 and the later tags removed: what the kill would have left, without a launch
+of its own (the kill itself is these two cases' and test_kill_and_resume_reproduce_the_run's)."""
+
+
 @pytest.fixture(scope="module")
 def elastic(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every case of CASES: a run on its ``killed`` split, SIGKILLed after step 3 (two cases with
-    the same killed run each resume a copy of it), then resumed with ``--resume auto`` on its
-    ``resumed`` split; and the uninterrupted 2-rank run of every stage.
+    """Every case of CASES resumed with ``--resume auto`` on its ``resumed`` split, from step 2
+    of a run on its ``killed`` split (KILLED: a run SIGKILLed after step 3; the others: a copy of
+    the reference); and the uninterrupted 2-rank run of every stage.
 
-    Jobs (``helpers.launch_many`` where there are several runs): each kill but one is a launch
-    of its own; one job on 2 ranks runs the references, the resume on 2 ranks and, last, the
-    kill of DEFERRED_KILL; one job on 1 rank runs the resumes on 1 rank. Returns
-    ``{"reference": {stage: run dir}, "cases": {name: {"run", "killed_rc", "killed_output",
-    "trace_at_kill", "latest_at_kill", "ranks_before", "tag_dir", "before_files", "output"}}}``;
-    the checks of the killed runs are the tests' own.
+    Jobs: the 1-rank kill of ``one_rank_to_two``; one job on 2 ranks (``helpers.launch_many``)
+    runs the references, the resume on 2 ranks and, last, the kill of DEFERRED_KILL; one job on
+    1 rank runs the resumes on 1 rank. Returns ``{"reference": {stage: run dir}, "cases": {name:
+    {"run", "killed_rc", "killed_output", "trace_at_kill" (KILLED only), "latest_at_kill",
+    "ranks_before", "tag_dir", "before_files", "output"}}}``; the checks are the tests' own.
     """
     root = tmp_path_factory.mktemp("elastic")
-    killed: dict[tuple[int, tuple[int, int, int]], tuple[Path, tuple[int, str]]] = {}
     cases: dict[str, dict[str, Any]] = {}
     kill_args = (*COMMON, "--kill-after-step", str(KILL_AFTER))
     for name, (stage, before, after) in CASES.items():
@@ -161,20 +168,17 @@ def elastic(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         )
         cases[name] = {
             "run": run,
+            "stage": stage,
             "ranks_before": ranks0,
             "kill": (first, run, kill_args),
             "resume": (second, run, (*COMMON, "--resume", "auto")),
         }
-        if name == DEFERRED_KILL:
-            continue
-        if (stage, before) in killed:  # the same killed run: resume a copy of it
-            source, cases[name]["killed_by"] = killed[(stage, before)]
-            shutil.copytree(source, run, symlinks=True)
-        else:
-            proc = launch(first, run, *kill_args, num_gpus=ranks0, check=False)
-            cases[name]["killed_by"] = (proc.returncode, proc.stderr)
-            killed[(stage, before)] = (run, cases[name]["killed_by"])
-        _after_kill(cases[name])
+        if name not in KILLED:
+            assert before == (2, 2, 2), name  # the references' split
+    one = cases["one_rank_to_two"]
+    proc = launch(*one["kill"][:2], *kill_args, num_gpus=1, check=False)
+    one["killed_by"] = (proc.returncode, proc.stderr)
+    _after_kill(one)
     references = {}
     ref_runs = []
     for stage in (0, 1, 2, 3):
@@ -203,6 +207,10 @@ def elastic(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     killed_run = outputs.pop(deferred["run"])
     deferred["killed_by"] = (killed_run.returncode, killed_run.output)
     _after_kill(deferred)
+    for name, case in cases.items():
+        if name not in KILLED:
+            _copy_at_save(references[case["stage"]], case["run"])
+            _after_kill(case)
     dyn_run = root / "dynamic_to_one_rank"
     tag = f"global_step{DYNAMIC_FROM}"
     shutil.copytree(references["dynamic"] / "checkpoints" / tag, dyn_run / "checkpoints" / tag)
@@ -222,12 +230,23 @@ def elastic(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     return {"reference": references, "cases": cases, "dynamic": dyn_run}
 
 
+def _copy_at_save(reference: Path, run: Path) -> None:
+    """``run``: a copy of the finished ``reference`` as a kill after step 3 would leave it."""
+    shutil.copytree(reference, run, symlinks=True, dirs_exist_ok=True)
+    ckpts = run / "checkpoints"
+    for tag in ckpts.glob("global_step*"):
+        if tag.name != f"global_step{SAVE_INTERVAL}":
+            shutil.rmtree(tag)
+    (ckpts / "latest").write_text(f"global_step{SAVE_INTERVAL}")
+
+
 def _after_kill(case: dict[str, Any]) -> None:
-    """What the killed run left, read before the resume."""
+    """What the killed (or copied) run left, read before the resume."""
     run = case["run"]
     tag_dir = run / "checkpoints" / f"global_step{SAVE_INTERVAL}"
-    case["killed_rc"], case["killed_output"] = case.pop("killed_by")
-    case["trace_at_kill"] = trace(run)
+    if "killed_by" in case:
+        case["killed_rc"], case["killed_output"] = case.pop("killed_by")
+        case["trace_at_kill"] = trace(run)
     case["latest_at_kill"] = (run / "checkpoints" / "latest").read_text()
     case["tag_dir"] = tag_dir
     case["before_files"] = {p.name: p.stat().st_mtime_ns for p in tag_dir.iterdir()}
@@ -238,10 +257,11 @@ def _kill_and_resume(elastic: dict[str, Any], name: str) -> tuple[Path, str]:
     the resume)."""
     case = elastic["cases"][name]
     tag_dir = case["tag_dir"]
-    assert case["killed_rc"] != 0
-    assert [r["step"] for r in case["trace_at_kill"]] == list(range(1, KILL_AFTER + 1)), case[
-        "killed_output"
-    ][-3000:]
+    if name in KILLED:
+        assert case["killed_rc"] != 0
+        assert [r["step"] for r in case["trace_at_kill"]] == list(range(1, KILL_AFTER + 1)), case[
+            "killed_output"
+        ][-3000:]
     assert case["latest_at_kill"] == f"global_step{SAVE_INTERVAL}"
     assert model_states(tag_dir)["dp_world_size"] == case["ranks_before"]
     assert {p.name: p.stat().st_mtime_ns for p in tag_dir.iterdir()} == case[
