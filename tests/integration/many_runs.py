@@ -110,4 +110,13 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    # The job's files are closed and its process group is gone: run the atexit handlers
+    # (streaming's shared-memory cleanup among them) and end without the interpreter's teardown
+    # of torch, transformers and DeepSpeed, which takes ~1.5 s of every rank on this machine.
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
