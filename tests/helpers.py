@@ -32,12 +32,14 @@ FAULT_FLAGS = frozenset(
 """Flags of tests/integration/faulty_train.py: the reference loop with fault injection and a
 state dump."""
 _SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
-_STREAMING_SHM = re.compile(r"^\d{6}_")  # mosaicml-streaming's /dev/shm names: prefix_name
+_STREAMING_SHM = re.compile(r"^(\d{6}_|deepspeed_allreduce_buffer_)")
+"""mosaicml-streaming's /dev/shm names (prefix_name) and DeepSpeed's CPU all-reduce buffers (~70
+MB each: a SIGKILLed rank leaves them behind for as long as the machine runs)."""
 SHM_DIR = Path("/dev/shm")
 
 
 def unlink_stale_shared_memory(*, min_age_s: float = 2.0) -> list[str]:
-    """Remove mosaicml-streaming's shared-memory files that no live process uses.
+    """Remove mosaicml-streaming's (and DeepSpeed's) shared-memory files no live process uses.
 
     A rank killed with SIGKILL (the resume tests kill ranks on purpose) leaves its
     ``/dev/shm/NNNNNN_*`` files behind; streaming's search for a free prefix can then land on a
