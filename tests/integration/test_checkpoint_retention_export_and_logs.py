@@ -25,7 +25,14 @@ from typing import Any
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import make_dataset, metrics, ragged_docs, run_launched, write_ds_config
+from helpers import (
+    make_dataset,
+    metrics,
+    node_launcher_command,
+    ragged_docs,
+    run_launched,
+    write_ds_config,
+)
 
 from curriculum_ds.checkpoint.retention import TRASH_PREFIX, checkpoint_tags
 from curriculum_ds.cli import main as cli_main
@@ -52,6 +59,7 @@ def _run(cfg: Path, run_dir: Path, *extra: str, check: bool = True) -> tuple[int
     """faulty_train on 2 CPU ranks, stdout and stderr redirected to run_dir.log: (rc, log)."""
     cmd = build_command(cfg, num_gpus=2, train_args=["--run-dir", str(run_dir), *extra])
     cmd[cmd.index("curriculum_ds.train")] = "faulty_train"
+    cmd = node_launcher_command(cmd)  # what run_launched does with a bare runner command
     log = run_dir.with_suffix(".log")
     shell = ["bash", "-c", 'exec "$@" > "$LOG" 2>&1', "_", *cmd]
     proc = run_launched(["env", f"LOG={log}", *shell], cwd=cfg.parent, check=False)
