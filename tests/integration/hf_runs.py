@@ -12,8 +12,13 @@ torch/DeepSpeed/transformers imports are paid once; the gloo group is made once)
   ``"save_steps"``, ``"resume": true``, ``"trace": true``, ``"grads": PATH`` (the first
   update's gradients, this rank's partition, saved to ``PATH.rank{R}``), ``"kill_after_save":
   N`` (SIGKILL of every rank once ``checkpoint-N`` and its curriculum state are written: the job
-  ends there) and ``"may_fail": true`` with ``"error": PATH`` (the exception's message goes
-  there).
+  ends there), ``"sigterm_at": [RANK, STEP]`` (that rank sends itself SIGTERM while step STEP is
+  in progress, before its first micro-batch goes backward, as a scheduler signals a rank),
+  ``"nan_loss": [RANK, [STEP, ...]]`` (NaN logits in that rank's first micro-batch of those
+  steps: a NaN loss on one rank), ``"max_consecutive_nonfinite": N`` (set in the ds_config's
+  section) and ``"may_fail": true`` with ``"error": PATH`` (the exception's message goes
+  there). Every run also checks that ``CurriculumTrainer`` left the caller's
+  ``TrainingArguments`` as they were.
 
 Each rank's exceptions outside ``may_fail`` runs end the job with exit code 1.
 """
@@ -35,15 +40,39 @@ import torch
 import torch.distributed as dist
 
 
+def _faults(spec: dict[str, Any]) -> Any:
+    """``Step.backward`` with the run's SIGTERM / NaN injections (the original if none)."""
+    from curriculum_ds.plugin.step import Step
+
+    backward = Step.backward
+    sigterm, nan = spec.get("sigterm_at"), spec.get("nan_loss")
+
+    def faulty_backward(self: Step, logits: Any, mb: Any, **kwargs: Any) -> Any:
+        first, rank = mb is self.micro_batches[0], dist.get_rank()
+        if sigterm and first and rank == sigterm[0] and self.global_step == sigterm[1]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        if nan and first and rank == nan[0] and self.global_step in nan[1]:
+            logits = getattr(logits, "logits", logits) * float("nan")  # still in the graph
+        return backward(self, logits, mb, **kwargs)
+
+    return faulty_backward if sigterm or nan else backward
+
+
 def _hf_run(spec: dict[str, Any]) -> None:
     from transformers import GPT2LMHeadModel, TrainerCallback, TrainingArguments
     from transformers.integrations.deepspeed import unset_hf_deepspeed_config
 
     from curriculum_ds.hf import CurriculumTrainer
+    from curriculum_ds.plugin.step import Step
+
+    ds: Any = spec["ds"]
+    if spec.get("max_consecutive_nonfinite"):
+        ds = json.loads(Path(ds).read_text())
+        ds["curriculum"]["max_consecutive_nonfinite"] = spec["max_consecutive_nonfinite"]
 
     args = TrainingArguments(  # before the model: HF's ZeRO-3 set-up reads it in from_pretrained
         output_dir=spec["out"],
-        deepspeed=spec["ds"],
+        deepspeed=ds,
         per_device_train_batch_size=spec["mb"],
         gradient_accumulation_steps=spec["gas"],
         learning_rate=1e-3,
@@ -57,6 +86,9 @@ def _hf_run(spec: dict[str, Any]) -> None:
     )
     model = GPT2LMHeadModel.from_pretrained(spec["model"])
     trainer = CurriculumTrainer(model=model, args=args, trace_samples=spec.get("trace", False))
+    # the caller's arguments are left as they were: the Trainer works on a copy
+    assert trainer.args is not args, "CurriculumTrainer did not copy TrainingArguments"
+    assert (args.max_steps, args.ignore_data_skip) == (-1, False), (args.max_steps, args)
 
     class Probe(TrainerCallback):
         """The first update's gradients; the SIGKILL after a save (after the state is written)."""
@@ -86,10 +118,16 @@ def _hf_run(spec: dict[str, Any]) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     trainer.add_callback(Probe())  # after CurriculumTrainer's own callback
-    trainer.train(resume_from_checkpoint=True if spec.get("resume") else None)
-    trainer.feed.curriculum = None  # the run is over: its streams and engine can go
-    unset_hf_deepspeed_config()  # the next run's from_pretrained must not see this ZeRO stage
-    gc.collect()
+    backward, Step.backward = Step.backward, _faults(spec)  # type: ignore[method-assign]
+    try:
+        trainer.train(resume_from_checkpoint=True if spec.get("resume") else None)
+    finally:
+        Step.backward = backward  # type: ignore[method-assign]
+        if trainer.feed.curriculum is not None:
+            trainer.feed.curriculum.close()  # a failed run's SIGTERM handler goes too
+        trainer.feed.curriculum = None  # the run is over: its streams and engine can go
+        unset_hf_deepspeed_config()  # the next run's from_pretrained must not see this ZeRO stage
+        gc.collect()
 
 
 def _run(spec: dict[str, Any]) -> None:

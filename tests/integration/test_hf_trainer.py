@@ -5,10 +5,13 @@ docs/hf-trainer.md (ZeRO-2, GAS 2, micro-batch 2, a 2-phase token schedule with 
 ``save_steps`` 5 and ``save_total_limit`` 2, TensorBoard on) and the reference loop on the same
 config and GPT-2 folder (dropout 0, AdamW at a constant lr); the same pair under ZeRO-3 and with
 dynamic re-weighting on (a shorter schedule); one step of GAS 4 × micro-batch 2 and of GAS 1 ×
-micro-batch 8 over ragged samples (transformers #45305: their gradients must agree); and last a
-copy of the documented run SIGKILLed right after its ``checkpoint-5`` was saved. A second job
-resumes that copy (``resume_from_checkpoint=True``), after a resume refused in one line because
-a completed phase was edited.
+micro-batch 8 over ragged samples (transformers #45305: their gradients must agree); a NaN
+loss on one rank at step 3 (saving every step), and NaN at steps 2 and 3 with
+``max_consecutive_nonfinite`` 2; and last a copy of the documented run preempted by a SIGTERM to
+one rank mid-step 3, resumed (``resume_from_checkpoint=True``) and SIGKILLed right after its
+``checkpoint-5`` was saved. A second job resumes that copy again, after a resume refused in one
+line because a completed phase was edited. The SIGTERM ends ``train()`` normally, so the
+preempted run, its resume and the kill share the first job.
 
 From issue 21.
 """
@@ -34,6 +37,8 @@ pytestmark = pytest.mark.distributed
 PAGE = "docs/hf-trainer.md"
 MARKER = "<!-- train_hf.py: tests/integration/test_hf_trainer.py runs the next block"
 KILL_AFTER = 5
+SIGTERM_AT = 3
+NAN_STEP = 3
 
 
 def documented_script() -> str:
@@ -114,6 +119,12 @@ def runs(tmp_path_factory):
         root / "grads.json", one_step, zero_optimization={"stage": 2},
         train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto",
     )  # fmt: skip
+    one_phase = {
+        "max_duration": "1200tok",
+        "schedule": [{"name": "all", "duration": "1200tok",
+                      "train_loader": {"max_seq_len": 64, "streams": [{"local": str(short)}]}}],
+    }  # fmt: skip
+    nan = write_ds_config(root / "nan.json", one_phase, zero_optimization={"stage": 2})
     script = root / "train_hf.py"
     script.write_text(documented_script())
 
@@ -136,7 +147,12 @@ def runs(tmp_path_factory):
         hf(dyn, "hf_dyn"), ref(dyn, "ref_dyn"),
         hf(grads, "gas4", mb=2, gas=4, grads=str(root / "gas4.pt")),
         hf(grads, "gas1", mb=8, gas=1, grads=str(root / "gas1.pt")),
-        hf(main, "killed", save_steps=5, kill_after_save=KILL_AFTER, trace=True),
+        hf(nan, "hf_nan", save_steps=1, nan_loss=[1, [NAN_STEP]]),
+        hf(nan, "hf_nan_limit", nan_loss=[0, [2, 3]], max_consecutive_nonfinite=2,
+           may_fail=True, error=str(root / "nan_error.txt")),
+        # SIGTERM to rank 1 mid-step 3: both ranks save checkpoint-3 and leave train()
+        hf(main, "killed", save_steps=5, sigterm_at=[1, SIGTERM_AT], trace=True),
+        hf(main, "killed", save_steps=5, resume=True, kill_after_save=KILL_AFTER, trace=True),
     ], main)  # fmt: skip
     killed = root / "killed/metrics.jsonl"
     killed_rows = read_jsonl(killed) if killed.exists() else []
@@ -244,3 +260,92 @@ def test_an_edited_completed_phase_is_refused_in_one_line(runs):
     assert "\n" not in error.strip()
     assert "short" in error
     assert "max_seq_len" in error
+
+
+def test_sigterm_on_one_rank_saves_a_checkpoint_and_the_resume_equals_the_run(runs):
+    """Every rank stops after the step in progress with its ``checkpoint-N`` (curriculum state
+    in it), ``train()`` returns normally; the resume (then killed and resumed again, above)
+    continues with the uninterrupted run's batches and losses."""
+    folder = runs["root"] / f"killed/checkpoint-{SIGTERM_AT}"  # save_steps 5: only the SIGTERM
+    assert (folder / "curriculum_state.pt").is_file(), runs["first"].stderr[-6000:]
+    assert json.loads((folder / "trainer_state.json").read_text())["global_step"] == SIGTERM_AT
+    state = torch.load(folder / "curriculum_state.pt", weights_only=False)
+    assert state["global_step"] == SIGTERM_AT
+    line = (
+        f"curriculum_ds: SIGTERM: stopped after step {SIGTERM_AT} with its checkpoint {folder}; "
+        "continue with train(resume_from_checkpoint=True)"
+    )
+    assert runs["first"].stdout.count(line) == 1, runs["first"].stdout[-3000:]
+    # the resumed run's rows and losses: test_sigkill_after_a_save_then_resume_equals_...
+
+
+def _strict_rows(path: Path) -> list[dict]:
+    """metrics.jsonl parsed as strict JSON (a bare NaN or Infinity is an error)."""
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{path}: {constant} is not JSON")
+
+    return [json.loads(line, parse_constant=refuse) for line in path.read_text().splitlines()]
+
+
+def _weights_and_moments(tag: Path) -> dict[str, dict]:
+    """Every tensor of a DeepSpeed tag's files (each rank's), without its step counters."""
+
+    def tensors(obj, key: str = "") -> dict:
+        if isinstance(obj, torch.Tensor):
+            return {key: obj}
+        if not isinstance(obj, dict | list | tuple):
+            return {}
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+        return {k: v for i, o in items for k, v in tensors(o, f"{key}/{i}").items()}
+
+    return {f.name: tensors(torch.load(f, weights_only=False)) for f in sorted(tag.glob("*.pt"))}
+
+
+def test_a_nan_loss_on_one_rank_updates_nothing_on_any_rank(runs):
+    run = runs["root"] / "hf_nan"
+    rows = _strict_rows(run / "metrics.jsonl")
+    assert len(rows) >= NAN_STEP + 2
+    bad = rows[NAN_STEP - 1]
+    assert bad["step"] == NAN_STEP
+    assert (bad["skipped"], bad["skip_reason"], bad["step_applied"]) == (
+        True,
+        "nonfinite_loss",
+        False,
+    )
+    assert bad["loss"] is None
+    assert bad["token_loss"] is None
+    for row in rows[: NAN_STEP - 1] + rows[NAN_STEP:]:
+        assert (row["skipped"], row["skip_reason"], row["step_applied"]) == (False, None, True)
+        assert 0 < row["loss"] < 10
+    before, at, after = (
+        _weights_and_moments(run / f"checkpoint-{k}/global_step{k}")
+        for k in (NAN_STEP - 1, NAN_STEP, NAN_STEP + 1)
+    )
+    assert sum("optim_states" in name for name in at) == 2  # ZeRO-2: each rank's partition
+    for name, tensors in at.items():  # weights and optimizer moments: unchanged, every rank
+        assert tensors, name
+        assert tensors.keys() == before[name].keys()
+        for key, value in tensors.items():
+            assert torch.equal(value, before[name][key]), f"{name}{key} changed at the NaN step"
+    assert any(  # and the next step trains again
+        not torch.equal(value, at[name][key])
+        for name, tensors in after.items()
+        for key, value in tensors.items()
+    )
+    model = torch.load(
+        run / f"checkpoint-{NAN_STEP}/global_step{NAN_STEP}/mp_rank_00_model_states.pt",
+        weights_only=False,
+    )
+    assert model["skipped_steps"] == 1  # DeepSpeed counted it as its overflow step
+
+
+def test_consecutive_nan_steps_end_train_in_one_line(runs):
+    error = (runs["root"] / "nan_error.txt").read_text()
+    assert error == (
+        "NonFiniteLossError: steps 2-3: 2 optimizer steps in a row had a NaN/inf loss or "
+        "gradient norm (curriculum.max_consecutive_nonfinite = 2); none updated the model, the "
+        "run stops and the last checkpoint written stays `latest`"
+    )
+    rows = read_jsonl(runs["root"] / "hf_nan_limit/metrics.jsonl")
+    assert [r["skip_reason"] for r in rows] == [None, "nonfinite_loss", "nonfinite_loss"]

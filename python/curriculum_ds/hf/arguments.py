@@ -13,6 +13,7 @@ is the horizon HF's own lr scheduler decays over when ``curriculum.lr_schedule``
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,13 @@ from curriculum_ds.errors import ConfigError
 if TYPE_CHECKING:
     from curriculum_ds.config import RunConfig
 
-__all__ = ["curriculum_run", "estimated_steps", "read_ds_config", "step_bound"]
+__all__ = [
+    "curriculum_run",
+    "estimated_steps",
+    "read_ds_config",
+    "step_bound",
+    "trainer_arguments",
+]
 
 _BATCH_KEYS = (
     ("train_micro_batch_size_per_gpu", "per_device_train_batch_size"),
@@ -121,6 +128,27 @@ def _agreed(ds: dict[str, Any], key: str, hf_value: int, hf_name: str) -> int:
             f'({hf_name}); make them agree, or set "auto"'
         )
     return value
+
+
+def trainer_arguments(args: Any, run: RunConfig) -> tuple[Any, int | None]:
+    """The Trainer's own copy of the caller's ``TrainingArguments``, and its scheduler horizon.
+
+    ``dataclasses.replace`` (HF's ``__post_init__`` runs again on the copy; ``args`` is left as
+    it was) with ``ignore_data_skip=True`` (HF's batch skipping off: the curriculum restores its
+    cursor) and, when ``max_steps`` is not set (``<= 0``), ``max_steps`` =
+    :func:`step_bound` (the Trainer needs a bound for a feed without length).
+
+    Returns:
+        The copy, and the horizon of HF's lr scheduler: the caller's ``max_steps`` when set, else
+        :func:`estimated_steps`.
+    """
+    world = int(args.world_size)
+    changes: dict[str, Any] = {"ignore_data_skip": True}
+    horizon = args.max_steps if args.max_steps > 0 else None
+    if horizon is None:
+        changes["max_steps"] = step_bound(run, world)
+        horizon = estimated_steps(run, world)
+    return dataclasses.replace(args, **changes), horizon
 
 
 def step_bound(run: RunConfig, dp_world_size: int) -> int:

@@ -14,15 +14,21 @@ The Trainer's callback extension point (``transformers.TrainerCallback``), added
   SIGTERM (then a checkpoint first), through ``TrainerControl``;
 - ``on_save`` (HF's ``checkpoint-N/`` is written): the curriculum state into it
   (:mod:`curriculum_ds.hf.checkpoint`);
-- ``on_train_end``: the records closed, the curriculum's streams and SIGTERM handler released.
+- ``on_train_end``: the records closed, the curriculum's streams and SIGTERM handler released
+  (after a SIGTERM, one line naming the checkpoint to resume from).
+
+:class:`CurriculumProgress` replaces HF's ``ProgressCallback`` (``remove_callback`` /
+``add_callback``; a subclass overriding its documented hooks): the training bar counts the
+schedule's unit up to ``max_duration`` (as the reference loop's bar), not up to the step bound
+the Trainer's ``max_steps`` holds.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from transformers import TrainerCallback
+from transformers import ProgressCallback, TrainerCallback
 
 from curriculum_ds.hf.checkpoint import write_state
 from curriculum_ds.records.jsonl import RunLog
@@ -34,7 +40,7 @@ if TYPE_CHECKING:
     from curriculum_ds.hf.trainer import CurriculumTrainer
     from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow
 
-__all__ = ["CurriculumCallback", "curriculum_logs"]
+__all__ = ["CurriculumCallback", "CurriculumProgress", "curriculum_logs"]
 
 
 def curriculum_logs(
@@ -126,9 +132,74 @@ class CurriculumCallback(TrainerCallback):
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
     ) -> None:
-        """Close the records; release the curriculum's streams and SIGTERM handler."""
+        """Close the records; release the curriculum's streams and SIGTERM handler.
+
+        After a SIGTERM, the world's first process says so in one line, naming the checkpoint.
+        """
         if self._log is not None:
             self._log.close()
             self._log = None
-        if self._trainer.feed.curriculum is not None:
-            self._trainer.feed.curriculum.close()
+        curriculum = self._trainer.feed.curriculum
+        if curriculum is None:
+            return
+        if curriculum.stop_requested and state.is_world_process_zero:
+            folder = Path(str(args.output_dir)) / f"checkpoint-{state.global_step}"
+            print(
+                f"curriculum_ds: SIGTERM: stopped after step {state.global_step} with its "
+                f"checkpoint {folder}; continue with train(resume_from_checkpoint=True)",
+                flush=True,
+            )
+        curriculum.close()
+
+
+class CurriculumProgress(ProgressCallback):
+    """HF's progress bar in the schedule's unit: tokens (or passes) done of ``max_duration``.
+
+    HF's ``ProgressCallback`` counts optimizer steps up to ``state.max_steps``, which for a
+    ``CurriculumTrainer`` is a bound the run never reaches; this bar counts what the curriculum
+    counts, starting at a resumed run's progress. Evaluation bars and log lines are HF's.
+
+    Args:
+        trainer: the ``CurriculumTrainer`` (its ``feed.curriculum``, built by the
+            :class:`CurriculumCallback`'s ``on_train_begin``, which runs first).
+    """
+
+    def __init__(self, trainer: CurriculumTrainer) -> None:
+        super().__init__()
+        self._trainer = trainer
+        self._done = 0.0
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
+    ) -> None:
+        """Open the bar at the curriculum's progress (world's first process)."""
+        from tqdm.auto import tqdm
+
+        self.current_step = 0
+        curriculum = self._trainer.feed.curriculum
+        if not state.is_world_process_zero or curriculum is None:
+            return
+        unit = curriculum.schedule.unit
+        total = curriculum.schedule.total
+        bar = tqdm(
+            total=float(total) if unit == "ep" else int(total),
+            unit=unit,
+            unit_scale=unit == "tok",
+            dynamic_ncols=True,
+        )
+        self.training_bar = bar  # HF's hooks write the logs through it and close it
+        self._done = float(curriculum.progress)
+        bar.update(self._done if unit == "ep" else int(self._done))
+
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
+    ) -> None:
+        """Advance the bar by the step's progress."""
+        curriculum, bar = self._trainer.feed.curriculum, cast("Any", self.training_bar)
+        if bar is None or curriculum is None:
+            return
+        done = float(curriculum.progress)
+        delta = done - self._done
+        bar.update(delta if curriculum.schedule.unit == "ep" else int(delta))
+        self._done = done
+        self.current_step = state.global_step

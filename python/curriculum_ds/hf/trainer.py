@@ -4,9 +4,12 @@ Each piece uses one public extension point of ``transformers.Trainer`` (subclass
 overridable methods, callbacks); no private method is replaced or patched:
 
 - ``__init__`` (subclassing): the checks of :mod:`curriculum_ds.hf.arguments` (one line each,
-  before anything is built), ``ignore_data_skip`` on (the curriculum restores its own cursor),
-  ``max_steps`` set to a bound the run never reaches (it ends at ``max_duration``), and the
-  :class:`~curriculum_ds.hf.callbacks.CurriculumCallback` added (``add_callback``);
+  before anything is built); a copy of ``TrainingArguments`` (``dataclasses.replace``: the
+  caller's object is left as it was) with ``ignore_data_skip`` on (the curriculum restores its
+  own cursor) and ``max_steps`` a bound the run never reaches (it ends at ``max_duration``); the
+  :class:`~curriculum_ds.hf.callbacks.CurriculumCallback` added (``add_callback``) and HF's
+  ``ProgressCallback``, when there, replaced by
+  :class:`~curriculum_ds.hf.callbacks.CurriculumProgress` (a bar up to ``max_duration``);
 - ``get_train_dataloader``: the :class:`~curriculum_ds.hf.feed.CurriculumFeed`;
 - ``training_step`` ("subclass and override to inject custom behavior"): the micro-batch's
   forward through the DeepSpeed engine and the plugin's token-weighted ``Step.backward`` (which
@@ -26,11 +29,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from transformers import Trainer
+from transformers import ProgressCallback, Trainer
 
 from curriculum_ds.errors import StepError
-from curriculum_ds.hf.arguments import curriculum_run, estimated_steps, step_bound
-from curriculum_ds.hf.callbacks import CurriculumCallback, curriculum_logs
+from curriculum_ds.hf.arguments import curriculum_run, trainer_arguments
+from curriculum_ds.hf.callbacks import CurriculumCallback, CurriculumProgress, curriculum_logs
 from curriculum_ds.hf.checkpoint import check_folder, resume_folder
 from curriculum_ds.hf.feed import MICRO_BATCH_KEY, CurriculumFeed
 
@@ -52,7 +55,8 @@ class CurriculumTrainer(Trainer):
         model: the model (a ``PreTrainedModel`` or any module whose forward maps
             ``input_ids`` + ``attention_mask`` to logits or an output with ``.logits``).
         args: ``TrainingArguments`` with ``deepspeed`` set to a ds_config (path or dict) holding
-            a ``curriculum`` section; on CPU ranks also ``use_cpu=True``.
+            a ``curriculum`` section; on CPU ranks also ``use_cpu=True``. Left as it is: the
+            Trainer's ``self.args`` is a copy with ``ignore_data_skip`` and ``max_steps`` set.
         train_dataset: must be None: the curriculum feeds the Trainer.
         trace_samples: also write ``sample_trace.jsonl`` (every step's global batch).
         check_data: run the data preflight of ``curriculum-ds validate`` in the constructor.
@@ -90,18 +94,16 @@ class CurriculumTrainer(Trainer):
             args, train_dataset=train_dataset, check_data=check_data
         )
         check_model_context(self.curriculum_run.curriculum, model)
-        world = int(args.world_size)
-        self._horizon = args.max_steps if args.max_steps > 0 else None
-        if args.max_steps <= 0:  # the Trainer needs a bound for a feed without length
-            args.max_steps = step_bound(self.curriculum_run, world)
-            self._horizon = estimated_steps(self.curriculum_run, world)
-        args.ignore_data_skip = True  # HF's batch skipping: the curriculum restores its cursor
+        args, self._horizon = trainer_arguments(args, self.curriculum_run)
         self.trace_samples = trace_samples
         self.feed = CurriculumFeed(self._build_curriculum)
         self.finished_record: tuple[MetricsRow, Step] | None = None
         self._resume_state: dict[str, Any] | None = None
         super().__init__(model=model, args=args, **trainer_kwargs)
         self.add_callback(CurriculumCallback(self))
+        if any(isinstance(c, ProgressCallback) for c in self.callback_handler.callbacks):
+            self.remove_callback(ProgressCallback)  # its bar counts up to the step bound
+            self.add_callback(CurriculumProgress(self))  # after the callback building the feed
 
     # ------------------------------------------------------------- extension points
     def get_train_dataloader(self) -> Any:  # noqa: D102 - documented in the module docstring
