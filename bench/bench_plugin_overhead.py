@@ -468,7 +468,7 @@ def report(
         iqr = f"{w['q1_ms']:.1f}-{w['q3_ms']:.1f}"
         wall_ratio = f"{w['ratio']:.3f}" if "ratio" in w else ""
         cpu_ratio = f"{c['ratio']:.3f}" if "ratio" in c else ""
-        target = f"≤{r['target']:.2f}" if "target" in r else ""
+        target = f"≤{r['target']:g}" if "target" in r else ""
         draw = f"{r['draw']['median_ms']:.3f}" if "target" in r else ""
         finish = f"{r['finish']['median_ms']:.3f}" if "target" in r else ""
         lines.append(
@@ -494,7 +494,7 @@ def report(
                 )
             verdicts.append(
                 f"{r['loop']} {r['wall']['ratio']:.3f} wall / {r['cpu']['ratio']:.3f} CPU "
-                f"({'ok' if worst <= r['target'] else 'OVER'} ≤{r['target']:.2f}; {api})"
+                f"({'ok' if worst <= r['target'] else 'OVER'} ≤{r['target']:g}; {api})"
             )
     lines += [
         "",
