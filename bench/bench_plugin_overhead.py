@@ -453,6 +453,7 @@ def report(
 ) -> str:
     reference = rows[0]["loop"]
     width = max(21, *(len(r["loop"]) + 1 for r in rows))
+    ratio_w = max(12, len(label) + 1)  # "moving/constant" is wider than the default column
     lines = [
         f"command: {header['command']}",
         f"{header['world_size']} rank(s), {header['threads']} torch thread(s) each, "
@@ -460,20 +461,20 @@ def report(
         f"{header['rounds']} rounds of {header['block']}-step blocks per loop after "
         f"{header['warmup']} warm-up steps; medians over blocks, ratio = median over rounds",
         "",
-        f"{'loop':<{width}}{'wall ms/step':>13}{'IQR':>15}{label:>12}"
-        f"{'CPU ms/step':>13}{label:>12}{'target':>8}{'draw ms':>9}{'finish ms':>10}",
+        f"{'loop':<{width}}{'wall ms/step':>13}{'IQR':>15}{label:>{ratio_w}}"
+        f"{'CPU ms/step':>13}{label:>{ratio_w}}{'target':>8}{'draw ms':>9}{'finish ms':>10}",
     ]
     for r in rows:
         w, c = r["wall"], r["cpu"]
         iqr = f"{w['q1_ms']:.1f}-{w['q3_ms']:.1f}"
         wall_ratio = f"{w['ratio']:.3f}" if "ratio" in w else ""
         cpu_ratio = f"{c['ratio']:.3f}" if "ratio" in c else ""
-        target = f"≤{r['target']:.2f}" if "target" in r else ""
+        target = f"≤{r['target']:g}" if "target" in r else ""
         draw = f"{r['draw']['median_ms']:.3f}" if "target" in r else ""
         finish = f"{r['finish']['median_ms']:.3f}" if "target" in r else ""
         lines.append(
-            f"{r['loop']:<{width}}{w['median_ms']:>13.2f}{iqr:>15}{wall_ratio:>12}"
-            f"{c['median_ms']:>13.2f}{cpu_ratio:>12}{target:>8}{draw:>9}{finish:>10}"
+            f"{r['loop']:<{width}}{w['median_ms']:>13.2f}{iqr:>15}{wall_ratio:>{ratio_w}}"
+            f"{c['median_ms']:>13.2f}{cpu_ratio:>{ratio_w}}{target:>8}{draw:>9}{finish:>10}"
         )
     verdicts = []
     for r in rows:
@@ -494,7 +495,7 @@ def report(
                 )
             verdicts.append(
                 f"{r['loop']} {r['wall']['ratio']:.3f} wall / {r['cpu']['ratio']:.3f} CPU "
-                f"({'ok' if worst <= r['target'] else 'OVER'} ≤{r['target']:.2f}; {api})"
+                f"({'ok' if worst <= r['target'] else 'OVER'} ≤{r['target']:g}; {api})"
             )
     lines += [
         "",

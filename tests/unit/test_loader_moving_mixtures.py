@@ -172,3 +172,20 @@ def test_the_validate_table_shows_the_ramps(datasets, tmp_path):
     row = describe_schedule(load_config(tmp_path / "ds.json")).splitlines()[2]
     assert "short: 0.9→0.1, long: 0.1→0.9" in row
     assert "16→128" in row
+
+
+def test_the_validate_table_shows_where_a_ramp_moves(datasets, tmp_path):
+    """An inner point of a ramp carries its fraction (``@0.85``), as a seq-len warmup does: the
+    shipped anneal experiment's ramp_code arm reads ``short: 0.9→0.9@0.85→0.1``."""
+    ramps = ([[0, 0.9], [0.85, 0.9], [1, 0.1]], [[0, 0.1], [0.85, 0.1], [1, 0.9]])
+    streams = [{"local": str(p), "proportion": r} for p, r in zip(datasets, ramps, strict=True)]
+    loader = {"streams": streams, "proportion_unit": "tokens", "max_seq_len": 128}
+    cfg = {
+        "max_duration": "10000tok",
+        "schedule": [{"name": "ramp", "duration": "10000tok", "train_loader": loader}],
+    }
+    (tmp_path / "ds.json").write_text(
+        json.dumps({"train_micro_batch_size_per_gpu": 8, "curriculum": cfg})
+    )
+    row = describe_schedule(load_config(tmp_path / "ds.json")).splitlines()[2]
+    assert "short: 0.9→0.9@0.85→0.1, long: 0.1→0.1@0.85→0.9" in row

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from curriculum_ds.commands.report_shares import (
     PhaseTarget,
+    draw_targets,
     read_targets,
     share_window,
     shares,
-    target_segments,
 )
 from curriculum_ds.errors import DataError
 from curriculum_ds.records.jsonl import read_jsonl
@@ -372,12 +372,7 @@ def _share_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
         return
     for name, (xs, ys) in realised.items():
         ax.plot(xs, ys, color=colors[name], lw=1.6, label=name)
-    for name, segments in target_segments(report.phases, report.targets).items():
-        for i, (x0, x1, p) in enumerate(segments):
-            label = f"{name} target" if i == 0 else "_nolegend_"
-            ax.hlines(
-                p, x0, x1, colors=colors.get(name, "0.3"), linestyles="--", lw=1.1, label=label
-            )
+    draw_targets(ax, report.phases, report.targets, colors)
     ax.set_ylim(0, 1.02)
     _legend(ax)
 

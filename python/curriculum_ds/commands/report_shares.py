@@ -10,23 +10,45 @@ so one phase's mix never leaks into the next):
 counted in the phase's unit, from the ``streams: {name: {samples, tokens}}`` of the metrics rows.
 The target is the phase's configured proportions (normalised to sum 1), read from the run's
 last checkpoint (``checkpoints/latest``: its curriculum state holds the schedule it ran), so the
-picture needs no config. A phase whose proportions are not all given has no target line.
+picture needs no config. A phase whose proportions are not all given has no target line. A phase
+with a proportion ramp (docs/moving-mixtures.md) has a moving target: the normalised shares along
+the ramp (:func:`~curriculum_ds.config.ramps.value_at`, as the loader reads it), drawn over
+tokens from the phase's start (a fraction of a ``tok`` phase's duration; of its span's tokens
+for an ``ep`` phase).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+
+from curriculum_ds.config.ramps import is_ramp, value_at
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from matplotlib.axes import Axes
+
     from curriculum_ds.records.schema import MetricsRow
 
-__all__ = ["PhaseTarget", "read_targets", "share_window", "shares", "target_segments"]
+__all__ = [
+    "PhaseTarget",
+    "draw_targets",
+    "read_targets",
+    "share_window",
+    "shares",
+    "target_ramps",
+    "target_segments",
+]
+
+RAMP_SAMPLES = 16
+"""Points per ramp segment where the streams' total moves (the normalised share is then a ratio
+of two linear functions, not a line)."""
 
 
 @dataclass(frozen=True)
@@ -36,11 +58,17 @@ class PhaseTarget:
     Attributes:
         unit: ``"samples"`` or ``"tokens"`` (the phase's ``proportion_unit``).
         proportions: stream name → its proportion, normalised to sum 1; empty when the phase
-            does not give every stream a proportion.
+            does not give every stream a proportion, or when one of them is a ramp.
+        ramps: for a phase with a proportion ramp, stream name → its normalised share along
+            the phase, ``((fraction in [0, 1], share in [0, 1]), ...)``; else empty.
+        tokens: the phase's ``duration`` in tokens (a ``"<int>tok"`` duration; a ramp's
+            fraction is its consumed share of it); None for an ``ep`` duration.
     """
 
     unit: str
     proportions: dict[str, float]
+    ramps: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    tokens: int | None = None
 
 
 def share_window(num_steps: int) -> int:
@@ -78,10 +106,53 @@ def _target(phase: Mapping[str, Any]) -> PhaseTarget:
     props = [s.get("proportion") for s in streams]
     if len(streams) == 1:
         return PhaseTarget(unit, {names[0]: 1.0})
-    if not streams or any(not isinstance(p, int | float) for p in props) or sum(props) <= 0:
+    if not streams or not all(isinstance(p, int | float) or _is_points(p) for p in props):
+        return PhaseTarget(unit, {})
+    if any(is_ramp(p) for p in props):
+        duration = re.fullmatch(r"(\d+)tok", str(phase.get("duration", "")))
+        tokens = int(duration.group(1)) if duration else None
+        return PhaseTarget(unit, {}, _ramp_shares(names, props), tokens)
+    if sum(props) <= 0:
         return PhaseTarget(unit, {})
     total = float(sum(props))
     return PhaseTarget(unit, {n: float(p) / total for n, p in zip(names, props, strict=True)})
+
+
+def _is_points(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) >= 2
+        and all(
+            isinstance(p, list | tuple)
+            and len(p) == 2
+            and all(isinstance(v, int | float) for v in p)
+            for p in value
+        )
+    )
+
+
+def _ramp_shares(names: list[str], specs: list[Any]) -> dict[str, tuple[tuple[float, float], ...]]:
+    """Each stream's normalised share along a phase with a proportion ramp.
+
+    The shares at every breakpoint of the phase's ramps, and at :data:`RAMP_SAMPLES` points
+    inside a segment where the streams' total moves; empty if the total reaches 0.
+    """
+    cuts = sorted({float(f) for p in specs if is_ramp(p) for f, _ in p} | {0.0, 1.0})
+    grid: list[float] = []
+    for a, b in itertools.pairwise(cuts):
+        moving = sum(value_at(p, a) for p in specs) != sum(value_at(p, b) for p in specs)
+        parts = RAMP_SAMPLES if moving else 1
+        grid.extend(a + (b - a) * k / parts for k in range(parts))
+    grid.append(1.0)
+    out: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    for x in grid:
+        values = [value_at(p, x) for p in specs]
+        total = sum(values)
+        if total <= 0:
+            return {}
+        for name, v in zip(names, values, strict=True):
+            out[name].append((x, v / total))
+    return {name: tuple(points) for name, points in out.items()}
 
 
 def shares(
@@ -149,3 +220,54 @@ def target_segments(
         for name, p in (target.proportions if target else {}).items():
             out.setdefault(name, []).append((float(span.start_tokens), float(span.end_tokens), p))
     return out
+
+
+def target_ramps(
+    phases: Sequence[Any], targets: Mapping[int, PhaseTarget]
+) -> dict[str, list[tuple[list[float], list[float]]]]:
+    """The moving target lines of the panel, one polyline per phase with a proportion ramp.
+
+    Args:
+        phases: the run's phase spans (:class:`~curriculum_ds.commands.report.PhaseSpan`).
+        targets: :func:`read_targets`.
+
+    Returns:
+        ``{stream: [(xs, ys), ...]}``: x = cumulative tokens (the phase's fraction f at
+        ``start_tokens + f × tokens``, its duration in tokens; ``ep`` phases: f × the span's
+        tokens), y = the normalised target share.
+    """
+    out: dict[str, list[tuple[list[float], list[float]]]] = {}
+    for span in phases:
+        target = targets.get(span.idx)
+        width = float(span.end_tokens - span.start_tokens)
+        if target and target.tokens:
+            width = float(target.tokens)
+        for name, points in (target.ramps if target else {}).items():
+            xs = [float(span.start_tokens) + f * width for f, _ in points]
+            out.setdefault(name, []).append((xs, [share for _, share in points]))
+    return out
+
+
+def draw_targets(
+    ax: Axes, phases: Sequence[Any], targets: Mapping[int, PhaseTarget], colors: Mapping[str, Any]
+) -> None:
+    """Draw every phase's target dashed on the token-share panel.
+
+    A level per constant phase (:func:`target_segments`, ``hlines``), a polyline per ramp phase
+    (:func:`target_ramps`); one legend entry per stream, ``"NAME target"``.
+    """
+    labelled: set[str] = set()
+
+    def label(name: str) -> str:
+        if name in labelled:
+            return "_nolegend_"
+        labelled.add(name)
+        return f"{name} target"
+
+    for name, segments in target_segments(phases, targets).items():
+        for x0, x1, p in segments:
+            color = colors.get(name, "0.3")
+            ax.hlines(p, x0, x1, colors=color, linestyles="--", lw=1.1, label=label(name))
+    for name, lines in target_ramps(phases, targets).items():
+        for xs, ys in lines:
+            ax.plot(xs, ys, color=colors.get(name, "0.3"), ls="--", lw=1.1, label=label(name))

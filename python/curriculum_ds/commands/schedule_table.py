@@ -197,15 +197,21 @@ def _ramp_fractions(loader: LoaderConfig) -> list[float]:
 
 
 def _mix_cell(loader: LoaderConfig, average: list[float]) -> str:
-    """``web: 0.7, code: 0.3``, or a ramp's shares at its points: ``web: 0.9→0.1, ...``."""
+    """``web: 0.7, code: 0.3``, or a ramp's shares at its points: ``web: 0.9→0.9@0.85→0.1, ...``.
+
+    An inner point carries its fraction of the phase (``@0.85``), as :func:`_seq_len_cell` does.
+    """
     if not loader.is_moving_mix:
         total = sum(average)
         return ", ".join(
             f"{s.name}: {p / total:.3g}" for s, p in zip(loader.streams, average, strict=True)
         )
-    at = [loader.proportions_at(x) for x in _ramp_fractions(loader)]
+    at = [(x, loader.proportions_at(x)) for x in _ramp_fractions(loader)]
     return ", ".join(
-        f"{s.name}: " + "→".join(f"{shares[j]:.3g}" for shares in at)
+        f"{s.name}: "
+        + "→".join(
+            f"{shares[j]:.3g}" if x in (0.0, 1.0) else f"{shares[j]:.3g}@{x:g}" for x, shares in at
+        )
         for j, s in enumerate(loader.streams)
     )
 

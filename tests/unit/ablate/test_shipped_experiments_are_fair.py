@@ -12,6 +12,7 @@ import pytest
 
 from curriculum_ds.ablate.experiment import merge_patch
 from curriculum_ds.config import parse_curriculum
+from curriculum_ds.lr_schedule import LRSchedule
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "configs" / "experiments"
 
@@ -34,3 +35,48 @@ def test_shipped_experiment_arms_are_comparable(name):
     assert len(evals) == 1
     streams = {s.local for c in arms.values() for p in c.schedule for s in p.train_loader.streams}
     assert all(local.startswith("demo_run/data/train/") for local in streams)
+
+
+def _arm(name: str, arm: str):
+    spec = json.loads((EXPERIMENTS / f"{name}.json").read_text())
+    base = json.loads((EXPERIMENTS / spec["base"]).read_text())
+    return parse_curriculum(merge_patch(base, spec["arms"][arm])["curriculum"])
+
+
+def _target_tokens(curriculum, stream: str, start: float, end: float) -> float:
+    """Integral of ``stream``'s target token share over run tokens [start, end] (exact for
+    piecewise-linear ramps: the trapezoid rule on a grid holding every breakpoint)."""
+    total, offset = 0.0, 0.0
+    for phase in curriculum.schedule:
+        length = float(phase.duration.value)
+        names = [s.local.rsplit("/", 1)[-1] for s in phase.train_loader.streams]
+        lo, hi = max(start, offset), min(end, offset + length)
+        if hi > lo:
+            grid = [lo + (hi - lo) * k / 1000 for k in range(1001)]
+            ys = [
+                phase.train_loader.proportions_at((x - offset) / length)[names.index(stream)]
+                for x in grid
+            ]
+            total += sum((ys[k] + ys[k + 1]) / 2 * (grid[k + 1] - grid[k]) for k in range(1000))
+        offset += length
+    return total
+
+
+def test_the_anneal_ramp_arm_moves_the_same_code_tokens_as_the_phase_switch():
+    """Issue 22 item 5: ramp_code ramps code 0.1 → 0.9 over the last 15% in one phase, which
+    targets the same code tokens there as anneal_code's 0.5 anneal phase, and the same before."""
+    ramp, anneal, constant = (_arm("anneal", a) for a in ("ramp_code", "anneal_code", "constant"))
+    assert len(ramp.schedule) == 1
+    assert ramp.schedule[0].train_loader.proportions_at(0.85) == pytest.approx([0.9, 0.1])
+    assert ramp.schedule[0].train_loader.proportions_at(1.0) == pytest.approx([0.1, 0.9])
+    for start, end in ((0, 204_000), (204_000, 240_000)):
+        for stream in ("code", "docstrings"):
+            assert _target_tokens(ramp, stream, start, end) == pytest.approx(
+                _target_tokens(anneal, stream, start, end), rel=1e-9
+            )
+    assert _target_tokens(ramp, "code", 204_000, 240_000) == pytest.approx(18_000)
+    # the lr: WSD decaying linearly over the last 36k tokens, as anneal_code's "last_phase"
+    assert ramp.lr_schedule == constant.lr_schedule
+    assert str(ramp.lr_schedule.decay) == str(anneal.schedule[-1].duration) == "36000tok"
+    ramp_lr, anneal_lr = LRSchedule.from_config(ramp), LRSchedule.from_config(anneal)
+    assert ramp_lr == anneal_lr

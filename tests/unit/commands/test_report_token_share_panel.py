@@ -17,6 +17,7 @@ from curriculum_ds.commands.report_shares import (
     read_targets,
     share_window,
     shares,
+    target_ramps,
     target_segments,
 )
 
@@ -103,3 +104,86 @@ def test_the_panel_draws_the_rolling_shares_and_the_targets(tmp_path):
     assert segments["b target"] == [((30.0, 0.75), (60.0, 0.75))]
     assert "rolling 4 steps" in ax.get_title(loc="left")
     plt.close(fig)
+
+
+# issue 22: a phase whose proportions ramp has a moving target, drawn along the ramp
+RAMP_PHASE = {
+    "train_loader": {
+        "proportion_unit": "tokens",
+        "streams": [
+            {"local": "/d/a", "proportion": [[0.0, 0.9], [0.5, 0.9], [1.0, 0.1]]},
+            {"local": "/d/b", "proportion": [[0.0, 0.1], [0.5, 0.1], [1.0, 0.9]]},
+        ],
+    }
+}
+
+
+def test_a_ramp_phase_targets_the_normalised_ramp():
+    target = _target(RAMP_PHASE)
+    assert target.unit == "tokens"
+    assert target.tokens is None
+    assert _target({**RAMP_PHASE, "duration": "2000tok"}).tokens == 2000
+    assert target.proportions == {}
+    assert set(target.ramps) == {"a", "b"}
+    for name, shares_ in (("a", [0.9, 0.9, 0.1]), ("b", [0.1, 0.1, 0.9])):
+        assert [f for f, _ in target.ramps[name]] == [0.0, 0.5, 1.0]
+        assert [s for _, s in target.ramps[name]] == pytest.approx(shares_)
+
+
+def test_a_ramp_whose_total_moves_is_sampled_between_its_points():
+    phase = {
+        "train_loader": {
+            "streams": [
+                {"local": "/d/a", "proportion": 1.0},
+                {"local": "/d/b", "proportion": [[0, 0], [1, 3]]},
+            ]
+        }
+    }
+    target = _target(phase)
+    fractions = [f for f, _ in target.ramps["b"]]
+    assert (fractions[0], fractions[-1]) == (0.0, 1.0)
+    assert len(fractions) > 3
+    for f, share in target.ramps["b"]:  # 3f / (1 + 3f), not a straight line from 0 to 0.75
+        assert share == pytest.approx(3 * f / (1 + 3 * f))
+    assert [
+        a + b for (_, a), (_, b) in zip(target.ramps["a"], target.ramps["b"], strict=True)
+    ] == pytest.approx([1.0] * len(fractions))
+
+
+def test_the_panel_draws_a_ramp_target_along_its_phase(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    targets = {0: TARGETS[0], 1: _target(RAMP_PHASE)}
+    rows = ROWS[:3] + [
+        {**r, "streams": {"a": r["streams"]["a"], "b": r["streams"]["b"]}} for r in ROWS[3:]
+    ]
+    spans = [PhaseSpan(0, "p0", 0, 30, 1, 3), PhaseSpan(1, "p1", 30, 60, 4, 6)]
+    report = RunReport(tmp_path, rows, phases=spans, targets=targets)  # type: ignore[arg-type]
+    fig, ax = plt.subplots()
+    _share_panel(ax, report, {"a": "C0", "b": "C1"})
+    dashed = {line.get_label(): line for line in ax.lines if line.get_linestyle() == "--"}
+    assert list(dashed["b target"].get_xdata()) == [30.0, 45.0, 60.0]  # an "ep" phase: its span
+    assert list(dashed["b target"].get_ydata()) == pytest.approx([0.1, 0.1, 0.9])
+    # "a" has a level in phase 0 (hlines) and a ramp in phase 1: one legend entry
+    a_ramp = [
+        line for line in ax.lines if line.get_linestyle() == "--" and line.get_color() == "C0"
+    ]
+    assert list(a_ramp[0].get_ydata()) == pytest.approx([0.9, 0.9, 0.1])
+    segments = {c.get_label(): c.get_segments() for c in ax.collections}
+    assert [tuple(map(tuple, s)) for s in segments["a target"]] == [((0.0, 1.0), (30.0, 1.0))]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels.count("a target") == 1
+    plt.close(fig)
+
+
+def test_a_token_phase_ramp_is_drawn_over_its_duration_not_its_overshoot():
+    """A ramp's fraction is the consumed share of the phase's duration: a phase of 20 tokens
+    that ended at 30 (overshoot) has its ramp's end at 20 tokens from its start."""
+    targets = {1: _target({**RAMP_PHASE, "duration": "20tok"})}
+    spans = [PhaseSpan(1, "p1", 30, 60, 4, 6)]
+    assert target_ramps(spans, targets)["b"] == [
+        ([30.0, 40.0, 50.0], pytest.approx([0.1, 0.1, 0.9]))
+    ]
