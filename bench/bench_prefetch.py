@@ -19,6 +19,14 @@ hits all four alike. Reported per loop: mean and median ``data_wait_s``, ms per 
 as the ratio of the mean waits; the loops' micro-batches are compared bit for bit (a blake2b
 digest per step).
 
+``--versus-streaming`` (what ``bench/gpu_check.sh`` runs on CUDA) trains the demo's GPT-2 (2
+layers, width 128: a model whose step is milliseconds on a GPU, where the data path decides)
+instead, bf16 on CUDA, in three interleaved loops over the same data: the plugin with prefetch
+off and on, and a bare DeepSpeed loop fed by mosaicml-streaming's ``StreamingDataLoader(
+num_workers=4, pin_memory=True)`` (HF's loss; its wait is the time of ``next()`` plus the copy to
+the device). Reported: ms per step (CUDA synchronised at each block's end), the mean wait, and
+plugin/bare step time.
+
 Example: ``python bench/bench_prefetch.py`` (about 45 s on 2 CPU cores);
 ``--quick`` for a smoke run.
 """
@@ -202,6 +210,149 @@ def report(summary: dict[str, Any], header: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+STREAMING_VARIANTS = ("plugin, prefetch off", "plugin, prefetch on", "bare + StreamingDataLoader")
+
+
+class BareLoop:
+    """DeepSpeed fed by ``StreamingDataLoader(num_workers=4, pin_memory=True)``, HF's loss."""
+
+    def __init__(self, engine: Any, loader: Any) -> None:
+        self.engine, self.batches = engine, iter(loader)
+        self.rows: list[dict[str, Any]] = []
+        self.seconds: list[float] = []
+
+    def run(self, n: int, *, keep: bool = True) -> None:
+        device = self.engine.device
+        for _ in range(n):
+            start = time.perf_counter()
+            wait = 0.0
+            for _ in range(self.engine.gradient_accumulation_steps()):
+                t = time.perf_counter()
+                batch = {k: v.to(device, non_blocking=True) for k, v in next(self.batches).items()}
+                wait += time.perf_counter() - t
+                loss = self.engine(**batch).loss
+                self.engine.backward(loss)
+                self.engine.step()
+            if keep:
+                self.rows.append({"data_wait_s": wait})
+                self.seconds.append(time.perf_counter() - start)
+
+
+class HFLoop(Loop):
+    """The plugin loop on a HF model: ``step.backward(engine(input_ids, ...), mb)``."""
+
+    def run(self, n: int, *, keep: bool = True) -> None:
+        for _ in range(n):
+            start = time.perf_counter()
+            step = next(self.steps)
+            for mb in step.micro_batches:
+                logits = self.engine(mb.input_ids, attention_mask=mb.attention_mask)
+                step.backward(logits, mb)
+            row = step.finish()
+            if keep:
+                self.rows.append(dict(row))
+                self.seconds.append(time.perf_counter() - start)
+
+
+def pad_collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Right-pad a StreamingDataset batch; padding bears no loss and no attention."""
+    import numpy as np
+
+    from curriculum_ds.microbatch import collate
+
+    mb = collate([np.asarray(s["input_ids"])[:32] for s in samples], np.zeros(0, dtype=np.int64))
+    return {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask, "labels": mb.labels}
+
+
+def build_streaming_loops(data: Path, *, micro: int) -> dict[str, Any]:
+    """The plugin (prefetch off, on) and the bare streaming loop, the demo's GPT-2 each."""
+    import shutil
+
+    import deepspeed
+    import torch
+    from streaming import StreamingDataLoader, StreamingDataset
+
+    import curriculum_ds as cds
+    from curriculum_ds.default_model import build_model
+    from curriculum_ds.plugin import load_run_config
+
+    cuda = torch.cuda.is_available()
+    loops: dict[str, Any] = {}
+    for name, prefetch in zip(STREAMING_VARIANTS[:2], (0, 2), strict=True):
+        config = ds_config(data, prefetch=prefetch, dynamic=False, micro=micro)
+        if cuda:
+            config["bf16"] = {"enabled": True}
+        run = load_run_config(config)
+        torch.manual_seed(0)
+        model = build_model(None, run.curriculum, 64)
+        engine, curriculum = cds.initialize(model=model, config=run)
+        loops[name] = HFLoop(engine, curriculum)
+    bare_data = data.parent / "short_bare"  # streaming's own registration of its local folder
+    if not bare_data.is_dir():
+        shutil.copytree(data, bare_data)
+    torch.manual_seed(0)
+    model = build_model(None, run.curriculum, 64)
+    engine, *_ = deepspeed.initialize(
+        model=model, model_parameters=model.parameters(), config=cds.deepspeed_config(run)
+    )
+    dataset = StreamingDataset(local=str(bare_data), batch_size=micro, shuffle=True, shuffle_seed=1)
+    loader = StreamingDataLoader(
+        dataset,
+        batch_size=micro,
+        num_workers=4,
+        pin_memory=cuda,
+        collate_fn=pad_collate,
+        persistent_workers=True,
+    )
+    loops[STREAMING_VARIANTS[2]] = BareLoop(engine, loader)
+    return loops
+
+
+def versus_streaming(args: argparse.Namespace, data: Path, command: str) -> int:
+    import torch
+
+    loops = build_streaming_loops(data, micro=args.micro)
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
+    class Synced:
+        def __init__(self, loop: Any) -> None:
+            self.loop = loop
+
+        def run(self, n: int, *, keep: bool = True) -> None:
+            self.loop.run(n, keep=keep)
+            sync()
+
+    try:
+        measure({k: Synced(v) for k, v in loops.items()}, steps=args.steps, block=args.block,
+                warmup=args.warmup)  # fmt: skip
+    finally:
+        for loop in loops.values():
+            if isinstance(loop, Loop):
+                loop.curriculum.close()
+    per = {
+        name: {
+            "mean_wait_ms": 1e3 * statistics.fmean(r["data_wait_s"] for r in loop.rows),
+            "step_ms": 1e3 * statistics.median(loop.seconds),
+        }
+        for name, loop in loops.items()
+    }
+    off, on, bare = (per[n] for n in STREAMING_VARIANTS)
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    print(f"prefetch vs StreamingDataLoader(num_workers=4, pin_memory=True) on {device}, "
+          f"micro-batch {args.micro} x GAS 2, {args.steps} steps per loop")  # fmt: skip
+    for name, row in per.items():
+        print(f"{name:<28} step {row['step_ms']:8.2f} ms  data wait {row['mean_wait_ms']:8.3f} ms")
+    print(
+        f"SUMMARY prefetch vs streaming: data wait on/off "
+        f"{on['mean_wait_ms'] / off['mean_wait_ms']:.3f}; plugin (prefetch on)/bare step time "
+        f"{on['step_ms'] / bare['step_ms']:.3f}  [{command}]",
+        flush=True,
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps({"command": command, "device": device, "loops": per}))
+    return 0
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=120, help="timed optimizer steps per loop")
@@ -212,6 +363,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 10 steps per loop")
     parser.add_argument("--out", type=Path, default=None, help="work folder (data reused there)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures")
+    parser.add_argument(
+        "--versus-streaming",
+        action="store_true",
+        help="the demo's GPT-2: prefetch off/on against a bare StreamingDataLoader loop (CUDA)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.steps, args.block, args.warmup = 10, 10, 1
@@ -237,6 +393,11 @@ def main() -> int:
 
     torch.set_num_threads(1)
     data = build_data(out)
+    if args.versus_streaming:
+        code = versus_streaming(args, data, command)
+        if tmp is not None:
+            tmp.cleanup()
+        return code
     loops = build_loops(data, micro=args.micro, sleep_s=args.sleep_ms / 1e3)
     try:
         measure(loops, steps=args.steps, block=args.block, warmup=args.warmup)
