@@ -9,11 +9,16 @@
 #               dynamic loss scaler) on CUDA ranks (needs 2 GPUs: the test uses 2 ranks)
 #   dynamic     bench/bench_dynamic_overhead.py (dynamic re-weighting's share of the step time)
 #   kernels     curriculum-ds bench (Rust kernels vs numpy/torch)
+#   prefetch    bench/bench_prefetch.py --versus-streaming: data_wait_s with prefetch on vs off, and
+#               the step time against a bare DeepSpeed + StreamingDataLoader(num_workers=4,
+#               pin_memory=True) loop on the same model and data (issue 23); its limit is what is
+#               left of the 8 minutes (at most 150 s; skipped under 40 s)
 # then a summary: one line per step (PASS / FAIL / SKIP with the reason, seconds, key figure).
 #
 # Without CUDA, or with --dry-run, it is a CPU dry run: every step that can run on CPU runs at its
 # smallest size (a short demo on 1 CPU rank, the in-process part of the dynamic benchmark on the
-# demo's data, the kernels at 1e4 without the fixed-size cases); the CUDA-only step (token_loss on NCCL) is skipped and says so. The test suite
+# demo's data, the kernels at 1e4 without the fixed-size cases); the CUDA-only steps (token_loss on
+# NCCL, prefetch against the pinned-memory StreamingDataLoader) are skipped and say so. The test suite
 # runs the dry run (tests/integration/test_gpu_check_dry_run.py).
 # Exit code: 0 when no step failed, 1 otherwise.
 set -u
@@ -28,7 +33,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --dry-run) DRY=1 ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -54,6 +59,8 @@ echo "gpu_check: $MODE; python $PYTHON; logs in $OUT"
 
 SUMMARY=()
 FAILED=0
+T0=$(date +%s)
+BUDGET_S=480  # the whole check: 8 minutes
 
 # run_step NAME LIMIT_S FIGURE_REGEX CMD...: run CMD under `timeout`, log it, record the result
 run_step() {
@@ -88,6 +95,7 @@ if [[ "$DRY" -eq 1 ]]; then
     --machinery-steps 10
   run_step kernels 120 "RollingWindow edges.*numpy" \
     "$PYTHON" -m curriculum_ds.cli bench --sizes 1e4 --repeats 1 --no-extras
+  skip_step prefetch "needs CUDA: pinned memory and an accelerator to hide the reads behind (on CPU: bench/bench_prefetch.py, tested by test_bench_prefetch)"
 else
   run_step demo 120 "finished at step" \
     "$PYTHON" -m curriculum_ds.cli demo --out "$OUT/demo" --num-gpus "$RANKS"
@@ -104,6 +112,14 @@ else
     --max-duration 60000 --machinery-steps 200
   run_step kernels 60 "\\[(met|MISSED)" \
     "$PYTHON" -m curriculum_ds.cli bench --sizes 1e6,1e7 --repeats 3
+  LEFT=$(( BUDGET_S - ($(date +%s) - T0) ))
+  if [[ "$LEFT" -ge 40 ]]; then
+    run_step prefetch $(( LEFT < 150 ? LEFT : 150 )) "SUMMARY prefetch vs streaming" \
+      "$PYTHON" "$REPO/bench/bench_prefetch.py" --versus-streaming --steps 60 --block 10 \
+      --warmup 5 --out "$OUT/prefetch"
+  else
+    skip_step prefetch "only ${LEFT}s of the 8 minutes left (needs 40s)"
+  fi
 fi
 
 echo

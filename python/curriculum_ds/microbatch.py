@@ -40,14 +40,26 @@ class MicroBatch:
         """
         return self.labels[:, 1:] != IGNORE_INDEX
 
-    def to(self, device: torch.device | str) -> MicroBatch:
-        """The same micro-batch with its tensors on ``device`` (itself when already there)."""
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> MicroBatch:
+        """The same micro-batch with its tensors on ``device`` (itself when already there).
+
+        ``non_blocking`` copies asynchronously from pinned memory (:meth:`pin_memory`) to CUDA.
+        """
         if self.input_ids.device == torch.device(device):
             return self
         return MicroBatch(
-            self.input_ids.to(device),
-            self.attention_mask.to(device),
-            self.labels.to(device),
+            self.input_ids.to(device, non_blocking=non_blocking),
+            self.attention_mask.to(device, non_blocking=non_blocking),
+            self.labels.to(device, non_blocking=non_blocking),
+            self.positions,
+        )
+
+    def pin_memory(self) -> MicroBatch:
+        """The same micro-batch in page-locked host memory (for a ``non_blocking`` copy)."""
+        return MicroBatch(
+            self.input_ids.pin_memory(),
+            self.attention_mask.pin_memory(),
+            self.labels.pin_memory(),
             self.positions,
         )
 

@@ -40,6 +40,10 @@ def test_gpu_check_dry_run_on_cpu(tmp_path):
     assert "needs CUDA" in token_loss
     assert "machinery per step" in dynamic
     assert "RollingWindow edges" in kernels
+    # issue 23: the prefetch comparison against StreamingDataLoader needs CUDA, and says so
+    prefetch = out[out.index("gpu_check summary") :].splitlines()[5]
+    assert prefetch.split()[:2] == ["prefetch", "SKIP"]
+    assert "needs CUDA" in prefetch
     assert out.rstrip().endswith(f"gpu_check: OK (logs in {tmp_path})")
     for step in ("dynamic", "kernels"):
         assert (tmp_path / f"{step}.log").stat().st_size > 0

@@ -223,6 +223,27 @@ def test_resumed_losses_equal_uninterrupted(scenario):
     assert (scenario["B"] / "checkpoints" / "latest").read_text() == f"global_step{a[-1]['step']}"
 
 
+def _read_ahead_rule(rows: list[dict[str, Any]], first_steps: set[int]) -> list[int]:
+    """Micro-batches each row's step had read ahead (prefetch 2, GAS 2): all of them, but at the
+    first step of a process and after a step that recomputed the weights (every 2) or swapped
+    the phase."""
+    out = []
+    for prev, row in zip([None, *rows], rows, strict=False):
+        settled = prev is not None and prev["step"] % 2 == 1 and prev["phase"] == row["phase"]
+        out.append(2 if settled and row["step"] not in first_steps else 0)
+    return out
+
+
+def test_steps_were_read_ahead_where_nothing_due_could_change_them(scenario):
+    # issue 23: with the default prefetch_micro_batches (2) on, under ZeRO-2 with dynamic
+    # re-weighting; each process of B (steps 1-3, 4-6, 7-13 kept) read its first step itself
+    a, b = metrics(scenario["A"]), metrics(scenario["B"])
+    assert [r["prefetched"] for r in a] == _read_ahead_rule(a, {1})
+    assert [r["prefetched"] for r in b] == _read_ahead_rule(b, {1, 4, 7})
+    assert a[3]["prefetched"] == 2  # step 4 read ahead in A, read when drawn after B's resume
+    assert all(r["data_wait_s"] >= 0 for r in a + b)
+
+
 def test_every_record_file_and_the_csv_monitor_equal_uninterrupted(scenario):
     # ZeRO-2, dynamic on, killed twice: metrics, history, trace and every csv_monitor file hold
     # one row per step (one header each), equal to the uninterrupted run's

@@ -176,3 +176,17 @@ def test_every_record_file_and_the_csv_monitor_equal_the_uninterrupted_run(
     assert [r["step"] for r in read_jsonl(a / "eval.jsonl")] == [3, 6, 9, 12, 14]
     worst = assert_same_records(a, b, rel_tol=RESUME_REL_TOL)
     assert worst <= RESUME_REL_TOL, worst
+
+
+def test_steps_were_read_ahead_where_no_recompute_or_eval_came_before(runs):
+    # issue 23: the default prefetch_micro_batches (2) on, GAS 2: a step's micro-batches were
+    # read ahead during the step before, unless that one recomputed the weights (every 2 steps)
+    # or evaluated (every 3); the stops at steps 3 (an eval) and 6 (a recompute) left nothing
+    # pending, and each resumed process reads its first step (4, 7) itself
+    for run in ("A", "B"):
+        rows = metrics(runs[run])
+        expected = [
+            2 if prev is not None and prev["step"] % 2 and prev["step"] % 3 else 0
+            for prev, _ in zip([None, *rows], rows, strict=False)
+        ]
+        assert [r["prefetched"] for r in rows] == expected, run

@@ -89,6 +89,7 @@ def scenario(tmp_path_factory) -> dict[str, Any]:
                 "cached": (base / "cache" / "long" / shard.name).exists(),
                 "steps": [r["step"] for r in metrics(b)],
                 "phases": {r["phase"] for r in metrics(b)},
+                "prefetched": [r["prefetched"] for r in metrics(b)],
             }
             server.client().upload_file(str(shard), "corpus", f"v1/long/{shard.name}")
             resume = [*common, "--resume", "auto"]
@@ -128,6 +129,9 @@ def test_a_corrupt_shard_mid_run_is_one_line_and_keeps_the_checkpoint(scenario):
     assert after["steps"][-1] >= SAVE_INTERVAL
     assert after["latest"] == f"global_step{after['steps'][-1] // SAVE_INTERVAL * SAVE_INTERVAL}"
     assert not after["cached"]
+    # issue 23: the run read ahead (default prefetch 2) until the failure; the failing read is
+    # the first of phase "mix", which a phase swap has the training thread read when drawn
+    assert after["prefetched"] == [0] + [2] * (len(after["prefetched"]) - 1)
 
 
 def test_killed_and_resumed_from_s3_equals_the_local_run(scenario):
@@ -138,6 +142,16 @@ def test_killed_and_resumed_from_s3_equals_the_local_run(scenario):
     assert len(a) >= 8
     assert {r["phase"] for r in a} == {0, 1}
     assert b == a  # step for step, sample for sample
+
+
+def test_the_kill_came_with_the_next_steps_micro_batches_read_ahead(scenario):
+    # issue 23: step 8 (same phase as 7, no re-weighting, no eval) was decided and read ahead at
+    # step 7's draw, in A and so in B's process killed after step 7: those pending reads were
+    # not counted (latest stayed at step 6) and the resume drew step 8 again, the same (above)
+    rows = {r["step"]: r for r in metrics(scenario["A"])}
+    assert rows[7]["phase"] == rows[8]["phase"]
+    assert rows[8]["prefetched"] == 2
+    assert metrics(scenario["B"])[7]["prefetched"] == 2  # step 8 of B's last process, too
     assert [r["tokens"] for r in metrics(scenario["B"])] == [
         r["tokens"] for r in metrics(scenario["A"])
     ]

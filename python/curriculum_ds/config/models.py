@@ -219,6 +219,11 @@ class CurriculumConfig(_Model):
     """Optimizer steps in a row whose global loss (or, under ZeRO/bf16, gradient norm) is NaN or
     infinite after which the run stops (``NonFiniteLossError``); each such step updates
     nothing. Counted per process from its start or resume."""
+    prefetch_micro_batches: int = Field(default=2, ge=0, le=1024)
+    """Micro-batches of the next optimizer step read and collated ahead on a background thread
+    while this one computes (pinned memory on CUDA), when no re-weighting recompute, phase swap
+    or evaluation is due before it; 0: every micro-batch is read when its step is drawn. The
+    batches are the same either way (:mod:`curriculum_ds.plugin.prefetch`)."""
 
     @model_validator(mode="after")
     def _check_schedule(self) -> CurriculumConfig:

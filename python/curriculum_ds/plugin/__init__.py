@@ -12,8 +12,10 @@ coordinator of the others), ``step`` (``Step``: micro-batches, token-weighted ba
 statistics and its one all-reduce), ``accounting`` (per-stream samples, tokens and losses),
 ``completion`` (what a finished step hands back and what the run makes of it: counters, skip
 counts, re-weighting, the rows), ``evaluation`` (held-out evaluation), ``nonfinite`` (steps that
-update nothing), ``preemption`` (SIGTERM), ``checkpointing`` (the curriculum's ``state_dict`` and
-checkpoint calls; files, tags, rules and formats are :mod:`curriculum_ds.checkpoint`).
+update nothing), ``preemption`` (SIGTERM), ``prefetch`` (the next step's micro-batches read on a
+background thread; the samples still decided on the training thread), ``checkpointing`` (the
+curriculum's ``state_dict`` and checkpoint calls; files, tags, rules and formats are
+:mod:`curriculum_ds.checkpoint`).
 """
 
 from curriculum_ds.loader import MicroBatch

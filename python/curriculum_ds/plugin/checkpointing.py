@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from curriculum_ds.config import CurriculumConfig
     from curriculum_ds.loader import PhaseLoader
     from curriculum_ds.plugin.engine_like import EngineLike
+    from curriculum_ds.plugin.prefetch import StepFeed
     from curriculum_ds.position import Position
     from curriculum_ds.records.monitors import CurriculumMonitor
 
@@ -52,6 +53,7 @@ class CheckpointingMixin:
     _pending_loader: LoaderState | None
     _pending_dynamic: DynamicState | None
     _exhausted: bool
+    _feed: StepFeed
 
     if TYPE_CHECKING:  # the curriculum's own, used here
 
@@ -75,7 +77,8 @@ class CheckpointingMixin:
         return CurriculumState.of(
             self.config,
             self.position,
-            loader=loader.state_dict() if loader is not None else self._pending_loader,
+            # a batch the prefetch decided early is not consumed: the counters before it
+            loader=self._feed.loader_state(loader) if loader is not None else self._pending_loader,
             dynamic=(
                 None
                 if self.dynamic is None

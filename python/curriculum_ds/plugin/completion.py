@@ -175,6 +175,9 @@ def complete_step(
     loader: PhaseLoader,
     dynamic: DynamicReweighter | None,
     timer: StepTimer,
+    phase_epochs: float | None = None,
+    data_wait_s: float = 0.0,
+    prefetched: int = 0,
 ) -> Completion:
     """The run after ``outcome``: counters, skip counts, re-weighting, the step's rows.
 
@@ -189,6 +192,10 @@ def complete_step(
         dynamic: the re-weighting, or None; it observes the step's per-sample losses (when the
             outcome has them) and may recompute at the new ``global_step``.
         timer: laps once, after the re-weighting (the step's time includes it).
+        phase_epochs: the phase's passes after the step; default ``loader.epochs_done()`` (the
+            caller gives it when the loader has already decided the next step's batch).
+        data_wait_s: seconds the step's draw waited for its micro-batches (the row's field).
+        prefetched: how many of them were read ahead (the row's field).
 
     Returns:
         The :class:`Completion`. Deterministic but for ``tokens_per_s``.
@@ -228,7 +235,9 @@ def complete_step(
         step_applied=outcome.step_applied,
         lr=outcome.lr,
         elapsed_s=timer.lap(),
-        phase_epochs=loader.epochs_done(),
+        phase_epochs=loader.epochs_done() if phase_epochs is None else phase_epochs,
         streams=outcome.streams,
+        data_wait_s=data_wait_s,
+        prefetched=prefetched,
     )
     return Completion(after, counts.after(outcome.skip_reason), row, history)

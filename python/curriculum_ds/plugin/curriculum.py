@@ -32,6 +32,7 @@ from curriculum_ds.plugin.engine_like import EngineLike, Topology
 from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
+from curriculum_ds.plugin.prefetch import StepFeed, next_step_settled
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.position import Position
 from curriculum_ds.records.monitors import CurriculumMonitor
@@ -39,6 +40,9 @@ from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    import numpy as np
+    import numpy.typing as npt
 
     from curriculum_ds.config import CurriculumConfig, RunConfig
     from curriculum_ds.loader import MicroBatch
@@ -123,6 +127,16 @@ class Curriculum(CheckpointingMixin):
         self.stop_signal = StopSignal()
         self._exhausted = False
         self._timer = StepTimer()  # tokens_per_s: a step's wall time, evaluations left out
+        # the micro-batches, read ahead off this thread (curriculum.prefetch_micro_batches)
+        self._feed = StepFeed(
+            self.config.prefetch_micro_batches,
+            dp_rank=self.dp_rank,
+            dp_world_size=self.dp_world_size,
+            micro_batch_size=self.micro_batch_size,
+            device=engine.device,
+        )
+        # the drawn step's seq_len (warmup rows), data wait (seconds) and read-ahead count
+        self._drawn: tuple[int, float, int] = (0, 0.0, 0)
         self.evaluator = (
             Evaluator(
                 self.config.eval,
@@ -226,22 +240,23 @@ class Curriculum(CheckpointingMixin):
             raise StopIteration
         loader = self._phase_loader()
         probs = self.dynamic.probs if self.dynamic is not None else None
-        batch = loader.next_global_batch(
-            self.global_batch_size, probs, fraction=self._phase_fraction(loader.phase_idx)
+        drawn = self._feed.draw(
+            loader,
+            self.global_batch_size,
+            probs,
+            fraction=self._phase_fraction(loader.phase_idx, self.progress),
+            key=(loader.phase_idx, self.progress),
         )
-        micro_batches = loader.micro_batches(
-            batch,
-            dp_rank=self.dp_rank,
-            dp_world_size=self.dp_world_size,
-            micro_batch_size=self.micro_batch_size,
-        )
+        batch, micro_batches = drawn.batch, drawn.micro_batches
         self._timer.start()
         stream_tokens = loader.stream_tokens(batch)
+        self._drawn = (loader.seq_len, drawn.data_wait_s, drawn.prefetched)
         step_tokens = int(stream_tokens.sum())
+        end = self.progress + step_progress(
+            self.schedule.unit, step_tokens, len(batch), loader.samples_per_pass
+        )
+        self._read_ahead(loader, probs, end)  # the next step's reads run while this one computes
         if self.lr_schedule is not None:  # at the step's END progress, before Step reads its lr
-            end = self.progress + step_progress(
-                self.schedule.unit, step_tokens, len(batch), loader.samples_per_pass
-            )
             apply_lr(self.engine.optimizer, self.lr_schedule.factor(end))
         self._step = Step(
             self.engine,
@@ -264,10 +279,23 @@ class Curriculum(CheckpointingMixin):
         )
         return self._step
 
-    def _phase_fraction(self, phase_idx: int) -> float:
-        """The next step's start progress in its phase, in [0, 1] (where ramps are read)."""
-        done = self.schedule.phase_progress(self.progress, phase_idx)
+    def _phase_fraction(self, phase_idx: int, progress: Progress) -> float:
+        """A step's start ``progress`` as a share of its phase, in [0, 1] (where ramps are read)."""
+        done = self.schedule.phase_progress(progress, phase_idx)
         return min(1.0, float(done / self.schedule.durations[phase_idx]))
+
+    def _read_ahead(
+        self, loader: PhaseLoader, probs: npt.NDArray[np.float64] | None, end: Progress
+    ) -> None:
+        """Decide the next step's batch now and read it ahead when it is settled (prefetch)."""
+        recompute = self.config.dynamic.recompute_every_n_steps if self.dynamic else None
+        if self.config.prefetch_micro_batches and next_step_settled(
+            self.schedule, loader.phase_idx, self.progress, end,
+            step=self.global_step + 1, recompute_every=recompute, evaluator=self.evaluator,
+        ):  # fmt: skip
+            fraction = self._phase_fraction(loader.phase_idx, end)
+            key = (loader.phase_idx, end)
+            self._feed.read_ahead(loader, self.global_batch_size, probs, fraction=fraction, key=key)
 
     def _phase_loader(self) -> PhaseLoader:
         """The loader of the phase in progress: the exact swap at a boundary happens here."""
@@ -294,12 +322,14 @@ class Curriculum(CheckpointingMixin):
         return loader
 
     def _close_loader(self) -> None:
+        self._feed.discard()  # a batch decided early goes with its loader's counters
         if self._loader is not None:
             self._loader.close()
             self._loader = None
 
     def close(self) -> None:
-        """Release the phase's streams (shared memory) and SIGTERM's handler. Safe twice."""
+        """Stop the prefetch thread; release the streams (shared memory), SIGTERM's handler."""
+        self._feed.close()
         self._close_loader()
         self.stop_signal.restore()
 
@@ -317,10 +347,13 @@ class Curriculum(CheckpointingMixin):
             loader=loader,
             dynamic=self.dynamic,
             timer=self._timer,
+            phase_epochs=self._feed.epochs_done(loader),
+            data_wait_s=self._drawn[1],
+            prefetched=self._drawn[2],
         )
         self.position, self._counts = done.position, done.counts
         if is_ramp(loader.phase.train_loader.max_seq_len):  # a warmup: what the step trained on
-            cast("WarmupMetricsRow", done.metrics)["seq_len"] = loader.seq_len
+            cast("WarmupMetricsRow", done.metrics)["seq_len"] = self._drawn[0]
         self._last_span = (before, self.progress, outcome.phase_idx, outcome.phase_name)
         if self.monitor is not None:  # the ds_config's tensorboard / wandb / csv_monitor
             self.monitor.write_step(done.metrics)

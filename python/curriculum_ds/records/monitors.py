@@ -120,8 +120,9 @@ def step_events(record: MetricsRow) -> list[Event]:
 
     Returns:
         ``curriculum/loss`` (when not None), ``curriculum/lr``, ``curriculum/tokens``,
-        ``curriculum/phase``, then per stream ``curriculum/streams/<name>/loss`` (when not None)
-        and ``.../tokens``; x = ``record["step"]``. Deterministic.
+        ``curriculum/phase``, ``curriculum/data_wait_s`` (when the row has it), then per stream
+        ``curriculum/streams/<name>/loss`` (when not None) and ``.../tokens``; x =
+        ``record["step"]``. Deterministic.
     """
     step = int(record["step"])
     events: list[Event] = []
@@ -132,6 +133,8 @@ def step_events(record: MetricsRow) -> list[Event]:
         (f"{PREFIX}/tokens", float(record["tokens"]), step),
         (f"{PREFIX}/phase", float(record["phase"]), step),
     ]
+    if (wait := record.get("data_wait_s")) is not None:
+        events.append((f"{PREFIX}/data_wait_s", float(wait), step))
     for name, stream in record.get("streams", {}).items():
         if (stream_loss := stream.get("loss")) is not None:
             events.append((f"{PREFIX}/streams/{name}/loss", float(stream_loss), step))

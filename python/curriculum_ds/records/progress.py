@@ -84,11 +84,13 @@ def format_log_line(record: MetricsRow, *, schedule: PhaseSchedule | None = None
     """One log line for a step's record (what :meth:`curriculum_ds.Step.finish` returns).
 
     Shape: ``curriculum_ds: step 120 | phase 1 mix | 1.23M tok (41% of 3M tok) | loss 3.412 |
-    lr 2.95e-04 | 12.3k tok/s``. ``tokens`` is the cumulative global count of non-padding input
-    tokens; the percentage (with ``schedule``) is progress over ``max_duration`` in the
-    schedule's unit (tokens, or passes for an ``ep`` schedule); ``loss`` is what the optimizer
-    saw (nats), ``skipped`` for a step without loss-bearing tokens; ``lr`` the learning rate of
-    the step; ``tok/s`` the step's non-padding tokens over its wall time, all ranks together.
+    lr 2.95e-04 | 12.3k tok/s | data wait 0.4 ms``. ``tokens`` is the cumulative global count of
+    non-padding input tokens; the percentage (with ``schedule``) is progress over ``max_duration``
+    in the schedule's unit (tokens, or passes for an ``ep`` schedule); ``loss`` is what the
+    optimizer saw (nats), ``skipped`` for a step without loss-bearing tokens; ``lr`` the learning
+    rate of the step; ``tok/s`` the step's non-padding tokens over its wall time, all ranks
+    together; ``data wait`` (when the row has ``data_wait_s``) what the step's draw waited for
+    its micro-batches on this rank.
 
     Args:
         record: a metrics row with ``step``, ``phase``, ``phase_name``, ``tokens``, ``loss``,
@@ -121,6 +123,8 @@ def format_log_line(record: MetricsRow, *, schedule: PhaseSchedule | None = None
         f"lr {float(record['lr']):.3e}",
         f"{human_count(float(record['tokens_per_s']))} tok/s",
     ]
+    if (wait := record.get("data_wait_s")) is not None:
+        parts.append(f"data wait {float(wait) * 1e3:.1f} ms")
     return _shorten(" | ".join(parts), MAX_LINE)
 
 

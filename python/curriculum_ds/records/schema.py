@@ -85,6 +85,13 @@ class MetricsRow(TypedDict):
     """The learning rate of the step's update."""
     tokens_per_s: float
     """``step_tokens`` over the step's wall time (seconds), evaluations left out; 0.1 rounded."""
+    data_wait_s: float
+    """Seconds the step's draw waited for its micro-batches on the training thread (deciding,
+    reading, collating and copying them to the device); near 0 when they were read ahead
+    (``curriculum.prefetch_micro_batches``). 6 decimals."""
+    prefetched: int
+    """How many of the step's micro-batches on this rank were read ahead, off the training
+    thread (0 for the first step of a process and after a recompute, phase swap or evaluation)."""
     phase_epochs: float
     """Passes over the phase's datamix so far (6 decimals)."""
     streams: dict[str, StreamRow]
@@ -191,6 +198,8 @@ def metrics_row(
     elapsed_s: float,
     phase_epochs: float,
     streams: dict[str, StreamRow],
+    data_wait_s: float = 0.0,
+    prefetched: int = 0,
 ) -> MetricsRow:
     """The ``metrics.jsonl`` row of one optimizer step (the fields of :class:`MetricsRow`).
 
@@ -216,6 +225,9 @@ def metrics_row(
         elapsed_s: the step's wall time in seconds (>= 0; evaluations left out), for
             ``tokens_per_s`` (a time under 1 ns counts as 1 ns).
         phase_epochs: passes over the phase's datamix so far (rounded to 6 decimals).
+        data_wait_s: seconds the draw waited for the micro-batches (>= 0; rounded to 6
+            decimals).
+        prefetched: micro-batches of the step read ahead on this rank.
 
     Returns:
         The row, in the key order of :class:`MetricsRow`; ``skipped`` is ``skip_reason is not
@@ -238,6 +250,8 @@ def metrics_row(
         "step_applied": step_applied,
         "lr": lr,
         "tokens_per_s": round(step_tokens / max(elapsed_s, 1e-9), 1),
+        "data_wait_s": round(max(data_wait_s, 0.0), 6),
+        "prefetched": prefetched,
         "phase_epochs": round(phase_epochs, 6),
         "streams": streams,
     }

@@ -105,3 +105,21 @@ def test_max_consecutive_nonfinite_default_and_range(local: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_curriculum({**section, "max_consecutive_nonfinite": 0})
     assert str(info.value) == "curriculum.max_consecutive_nonfinite: must be >= 1, got 0"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (-1, "must be >= 0, got -1"),
+        (1025, "must be <= 1024, got 1025"),
+        ("two", 'expected an integer, got "two"'),
+    ],
+)
+def test_prefetch_micro_batches_default_and_range(local: str, value: Any, message: str) -> None:
+    """Issue 23 item 1: default 2, 0 turns it off, a bad value is one line naming the key."""
+    section = _ds(local)["curriculum"]
+    assert parse_curriculum(section).prefetch_micro_batches == 2
+    assert parse_curriculum({**section, "prefetch_micro_batches": 0}).prefetch_micro_batches == 0
+    with pytest.raises(ConfigError) as info:
+        parse_curriculum({**section, "prefetch_micro_batches": value})
+    assert str(info.value) == f"curriculum.prefetch_micro_batches: {message}"

@@ -89,6 +89,8 @@ def test_complete_step_advances_the_position_and_builds_the_row():
         loader=_Loader(),
         dynamic=None,
         timer=timer,
+        data_wait_s=0.0012345678,
+        prefetched=2,
     )
     assert done.position == Position(
         global_step=3, consumed_tokens=140, consumed_samples=12, progress=140
@@ -112,6 +114,8 @@ def test_complete_step_advances_the_position_and_builds_the_row():
         "step_applied": True,
         "lr": 1e-3,
         "tokens_per_s": 20.0,
+        "data_wait_s": 0.001235,
+        "prefetched": 2,
         "phase_epochs": 0.333333,
         "streams": {"web": {"samples": 4, "tokens": 40, "loss": 2.5}},
     }

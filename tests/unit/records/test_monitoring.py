@@ -81,6 +81,13 @@ def test_events_of_steps_recomputes_and_evals_have_the_documented_tags():
     assert eval_events({"step": 3, "loss": None, "streams": {"a": {"loss": None}}}) == []
 
 
+def test_a_rows_data_wait_is_a_monitor_event():
+    """Issue 23 item 2: ``curriculum/data_wait_s`` at the row's step."""
+    events = step_events({**RECORDS[0], "data_wait_s": 0.0125, "prefetched": 2})
+    assert ("curriculum/data_wait_s", 0.0125, 1) in events
+    assert not [e for e in events if "prefetched" in e[0]]
+
+
 def test_no_writer_without_an_enabled_monitor():
     class Engine:
         monitor = type("M", (), {"enabled": False})()

@@ -56,6 +56,12 @@ def test_log_line_has_step_phase_tokens_with_unit_loss_lr_and_throughput():
     )
 
 
+def test_log_line_ends_with_the_data_wait_when_the_row_has_it():
+    """Issue 23 item 2: the time the step waited for its micro-batches, in ms."""
+    line = format_log_line(_record(data_wait_s=0.00042), schedule=_schedule())
+    assert line.endswith(" | 12.3k tok/s | data wait 0.4 ms")
+
+
 def test_log_line_says_skipped_without_a_loss_and_needs_no_schedule():
     line = format_log_line(_record(loss=None))
     assert "loss skipped" in line

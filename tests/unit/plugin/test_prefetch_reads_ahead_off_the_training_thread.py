@@ -1,0 +1,229 @@
+"""Micro-batches read ahead on a background thread (issue 23, items 1 and 2; "Prefetch mechanism").
+
+In one process, on the in-process engine of conftest.py whose forward sleeps 25 ms (``time.sleep``
+releases the GIL: an asynchronous accelerator's stand-in), over micro-batches of 64 short samples:
+
+* prefetch on: mean ``data_wait_s`` per step ≤ 1/5 of prefetch off, the same micro-batches bit
+  for bit; with dynamic re-weighting on, the steps that wait are the first and those after a
+  recompute (``prefetched == 0``), and the mean is still ≤ 1/5;
+* a batch read ahead is not consumed: the checkpoint state with it pending is prefetch off's,
+  and a new curriculum resumed from it (the kill -9 case) draws the same samples;
+* a read that fails on the thread is the same one-line ``DownloadError`` on the training thread,
+  at the same step; ``close()`` and SIGTERM stop the thread (none is left running).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import make_dataset, ragged_docs, write_ds_config
+
+import curriculum_ds
+from curriculum_ds.errors import DownloadError
+from curriculum_ds.plugin.curriculum import Curriculum
+from curriculum_ds.plugin.engine import load_run_config
+
+MICRO, GAS, SLEEP_S = 64, 2, 0.025
+THREAD = "curriculum-ds-prefetch"
+
+
+class TokenLosses(torch.nn.Module):
+    """One learned positive loss per token id: per-token losses ``(batch, seq_len - 1)``, cheap."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(512, 1)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Any = None) -> torch.Tensor:
+        return self.embed(input_ids[:, 1:]).squeeze(-1).square()
+
+
+@pytest.fixture
+def slow_engine(fake_engine: Any) -> type:
+    """conftest's FakeEngine with micro-batch 64, its forward sleeping (the GIL released)."""
+
+    class SlowEngine(type(fake_engine)):  # type: ignore[misc]
+        def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
+            time.sleep(SLEEP_S)
+            return super().__call__(*inputs, **kwargs)
+
+        def train_micro_batch_size_per_gpu(self) -> int:
+            return MICRO
+
+        def train_batch_size(self) -> int:
+            return MICRO * self.gas
+
+    return SlowEngine
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("prefetch")
+    return make_dataset(root, "short", ragged_docs(600, seed=3, min_len=8, max_len=32))
+
+
+@pytest.fixture
+def make(data: Path, slow_engine: type) -> Any:
+    """``make(prefetch, dynamic=False)``: a curriculum on a fresh slow engine."""
+
+    def build(prefetch: int, *, dynamic: bool = False) -> Curriculum:
+        engine = slow_engine(TokenLosses(), gas=GAS)
+        config = _config(data, prefetch, dynamic=dynamic)
+        return curriculum_ds.attach(engine, config, check_data=False)
+
+    return build
+
+
+def _config(data: Path, prefetch: int, *, dynamic: bool = False) -> Any:
+    curriculum: dict[str, Any] = {
+        "max_duration": "1000000tok",
+        "seed": 5,
+        "prefetch_micro_batches": prefetch,
+        "schedule": [
+            {
+                "name": "a",
+                "duration": "1000000tok",
+                "train_loader": {"streams": [{"local": str(data)}], "max_seq_len": 32},
+            }
+        ],
+    }
+    if dynamic:
+        curriculum["dynamic"] = {
+            "enabled": True, "num_buckets": 4, "window": 512, "recompute_every_n_steps": 8,
+        }  # fmt: skip
+    path = data.parent / f"ds_{prefetch}_{int(dynamic)}.json"
+    cfg = write_ds_config(path, curriculum, train_micro_batch_size_per_gpu=MICRO)
+    return load_run_config(cfg, check_data=False)
+
+
+def _train(curriculum: Curriculum, steps: int) -> tuple[list[dict[str, Any]], list[torch.Tensor]]:
+    """``steps`` steps of the loop; the rows and every micro-batch's input_ids."""
+    rows, ids = [], []
+    for step in curriculum:
+        for mb in step.micro_batches:
+            ids.append(mb.input_ids.clone())
+            step.backward_token_losses(curriculum.engine(mb.input_ids), mb.loss_mask, mb)
+        rows.append(dict(step.finish()))
+        if len(rows) == steps:
+            break
+    return rows, ids
+
+
+def _prefetch_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == THREAD and t.is_alive()]
+
+
+def _mean_wait(rows: list[dict[str, Any]]) -> float:
+    return sum(r["data_wait_s"] for r in rows) / len(rows)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_prefetch_cuts_the_wait_fivefold_with_the_same_batches(make: Any, dynamic: bool) -> None:
+    steps = 16
+    off_c, on_c = make(0, dynamic=dynamic), make(2, dynamic=dynamic)
+    off, off_ids = _train(off_c, steps)
+    on, on_ids = _train(on_c, steps)
+    off_c.close()
+    on_c.close()
+    assert len(on_ids) == len(off_ids) == steps * GAS
+    assert all(torch.equal(a, b) for a, b in zip(on_ids, off_ids, strict=True))
+    assert [r["loss"] for r in on] == [r["loss"] for r in off]
+    assert [r["phase_epochs"] for r in on] == [r["phase_epochs"] for r in off]
+    assert all(r["prefetched"] == 0 for r in off)
+    # the steps that waited: the first, and (dynamic) each one after a recompute (steps 8, 16)
+    waited = [r["step"] for r in on if r["prefetched"] == 0]
+    assert waited == ([1, 9] if dynamic else [1])
+    assert all(r["prefetched"] == GAS for r in on if r["step"] not in waited)
+    ratio = _mean_wait(on) / _mean_wait(off)
+    print(f"data_wait_s per step: off {_mean_wait(off):.5f}, on {_mean_wait(on):.5f} ({ratio:.3f})")
+    assert ratio <= 1 / 5
+    assert not _prefetch_threads()
+
+
+def test_a_batch_read_ahead_is_not_consumed_and_resume_redraws_it(make: Any) -> None:
+    off_c, on_c = make(0), make(2)
+    _train(off_c, 3)
+    _train(on_c, 3)
+    assert on_c._feed.pending == GAS  # step 4's micro-batches were read ahead, not consumed
+    saved = on_c.state_dict()
+    assert saved == off_c.state_dict()  # the checkpoint is prefetch off's
+    _, uninterrupted = _train(on_c, 3)
+    on_c.close()
+    off_c.close()
+    # the kill -9 after step 3: a new process resumes from the checkpoint, pending reads lost
+    resumed_c = make(2)
+    resumed_c.load_state_dict(saved)
+    _, resumed = _train(resumed_c, 3)
+    resumed_c.close()
+    assert all(torch.equal(a, b) for a, b in zip(resumed, uninterrupted, strict=True))
+
+
+def test_a_read_that_fails_on_the_thread_is_the_same_one_line_error(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streaming import StreamingDataset
+
+    original = StreamingDataset.__getitem__
+    readers: list[str] = []
+
+    def failing(self: Any, index: int) -> Any:  # the 3rd micro-batch is step 2's first
+        readers.append(threading.current_thread().name)
+        if len(readers) == 2 * MICRO + 1:
+            raise RuntimeError("corrupt shard: Checksum failure")
+        return original(self, index)
+
+    errors = {}
+    for prefetch in (0, 2):
+        readers.clear()
+        curriculum = make(prefetch)
+        monkeypatch.setattr(StreamingDataset, "__getitem__", failing)
+        _train(curriculum, 1)
+        with pytest.raises(DownloadError) as info:
+            next(iter(curriculum))
+        monkeypatch.setattr(StreamingDataset, "__getitem__", original)
+        assert curriculum.global_step == 1  # the step that failed was not counted
+        assert readers[-1] == (THREAD if prefetch else "MainThread")
+        curriculum.close()
+        errors[prefetch] = str(info.value)
+    assert errors[2] == errors[0]
+    assert "\n" not in errors[0]
+    assert errors[0].startswith("stream 'short' (")
+    assert "Checksum failure" in errors[0]
+    assert not _prefetch_threads()
+
+
+def test_close_and_sigterm_stop_the_thread(make: Any) -> None:
+    curriculum = make(2)
+    _train(curriculum, 2)
+    assert _prefetch_threads()
+    assert curriculum._feed.pending == GAS
+    curriculum.close()
+    curriculum.close()  # safe twice
+    assert not _prefetch_threads()
+
+    reference = make(0)
+    _train(reference, 3)
+    expected = reference.state_dict()
+    reference.close()  # its SIGTERM handler is removed: the next curriculum's gets the signal
+    curriculum = make(2)
+    _train(curriculum, 2)
+    step = next(iter(curriculum))  # step 3; step 4's micro-batches are read ahead
+    for mb in step.micro_batches:
+        step.backward_token_losses(curriculum.engine(mb.input_ids), mb.loss_mask, mb)
+    os.kill(os.getpid(), signal.SIGTERM)  # preempted during step 3: stop after it
+    step.finish()
+    assert curriculum.stop_requested
+    assert curriculum.global_step == 3
+    assert curriculum._feed.pending == GAS
+    assert curriculum.state_dict() == expected  # the checkpoint of the stop
+    with pytest.raises(StopIteration):
+        next(iter(curriculum))  # the next draw stops, and closes
+    assert not _prefetch_threads()
