@@ -33,20 +33,23 @@ def _check(loader: PhaseLoader) -> None:
     """Bulk reads of every sample equal streaming's, in fetch and in micro_batches."""
     n = loader.infos[0].num_samples
     pairs = np.stack([np.zeros(n, np.int64), np.random.default_rng(0).permutation(n)], axis=1)
-    assert loader._bulk is not None and loader._bulk.read(pairs, loader.seq_len) is not None
+    assert loader._bulk is not None
+    assert loader._bulk.read(pairs, loader.seq_len) is not None
     ds = loader.datasets[0]
     for limit in (loader.seq_len, 5):
         loader.seq_len = limit
         bulk = loader.fetch(pairs)
         for (_, i), got in zip(pairs.tolist(), bulk, strict=True):
             want = np.asarray(ds[i]["input_ids"])[:limit]
-            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+            assert got.dtype == want.dtype
+            assert got.tobytes() == want.tobytes()
         whole = pairs[: len(pairs) // 8 * 8]
         mbs = loader.micro_batches(whole, dp_rank=0, dp_world_size=1, micro_batch_size=8)
         for k, mb in enumerate(mbs):
             ref = collate(loader._fetch_each(whole[8 * k : 8 * k + 8]), mb.positions)
             for a, b in ((mb.input_ids, ref.input_ids), (mb.labels, ref.labels)):
-                assert a.dtype == b.dtype and torch.equal(a, b)
+                assert a.dtype == b.dtype
+                assert torch.equal(a, b)
             assert torch.equal(mb.attention_mask, ref.attention_mask)
 
 

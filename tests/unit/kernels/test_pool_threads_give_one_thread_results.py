@@ -64,7 +64,8 @@ def test_edges_assignment_window_and_alias_table_match_one_thread(
     many = _under(threads, job)
     assert K.num_threads() >= 1
     for a, b in zip(one, many, strict=True):
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+        assert a.dtype == b.dtype
+        assert a.tobytes() == b.tobytes()
 
 
 def test_the_thread_count_comes_from_the_environment(monkeypatch) -> None:
