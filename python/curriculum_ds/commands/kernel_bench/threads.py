@@ -100,12 +100,16 @@ def thread_rows(sizes: list[int], repeats: int) -> list[dict[str, Any]]:
 def peak_memory(n: int) -> float:
     """Peak RSS added by edges + assign of ``n`` float32 values, over the input's bytes.
 
-    Measured in a fresh interpreter (``python -m ...threads --peak N``): peak RSS after the
+    Measured in a fresh interpreter (:func:`_peak_here`): peak RSS after the
     call minus the RSS with the input allocated (its ``int64`` output alone is ``2×``),
     divided by ``4 n``.
     """
     out = subprocess.run(
-        [sys.executable, "-m", __name__, "--peak", str(n)],
+        [
+            sys.executable,
+            "-c",
+            f"import json, {__name__} as t; print(json.dumps(t._peak_here({n})))",
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -144,8 +148,3 @@ def format_threads(rows: list[dict[str, Any]]) -> str:
             f"{r['threads']:>8} {r['speedup']:>8.2f}x{peak}"
         )
     return "\n".join(lines)
-
-
-if __name__ == "__main__":  # the fresh process of peak_memory
-    if len(sys.argv) == 3 and sys.argv[1] == "--peak":
-        print(json.dumps(_peak_here(int(sys.argv[2]))))
