@@ -365,8 +365,8 @@ mod tests {
             }
             let mut b = Vec::new();
             b.extend_from_slice(&(col.len() as u32).to_le_bytes()); // input_ids: variable
-            b.extend_from_slice(&7i64.to_le_bytes()); // a fixed 8-byte column after it
             b.extend_from_slice(&col);
+            b.extend_from_slice(&7i64.to_le_bytes()); // a fixed 8-byte column after it
             body.push(b);
         }
         let n = samples.len();
