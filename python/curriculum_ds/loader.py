@@ -437,7 +437,9 @@ class PhaseLoader:
         return stream_tokens, pending
 
     def close(self) -> None:
-        """Release the streaming datasets (and their shared memory, see ``close_stream``)."""
+        """Release the streaming datasets (their shared memory, see ``close_stream``), the maps."""
+        if self._bulk is not None:
+            self._bulk.forget()
         self._release()
 
 
