@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "BucketSampler",
+    "MdsShards",
     "RollingWindow",
     "WeightedSampler",
     "__version__",
@@ -18,7 +19,9 @@ __all__ = [
     "blend_tokens",
     "bucket_edges",
     "epoch_permutation",
+    "num_threads",
     "sample_without_replacement",
+    "set_num_threads",
 ]
 
 __version__: str
@@ -50,6 +53,21 @@ def blend_tokens(
     n: int,
     base: NDArray[np.float64] | None = None,
 ) -> NDArray[np.int64]: ...
+def num_threads() -> int: ...
+def set_num_threads(threads: int) -> None: ...
+
+@final
+class MdsShards:
+    def __new__(
+        cls, streams: list[tuple[list[str], list[int], list[int], int, int, bool]]
+    ) -> MdsShards: ...
+    def gather(
+        self, pairs: NDArray[np.int64], limit: int
+    ) -> tuple[NDArray[np.uint8], NDArray[np.int64]] | None: ...
+    def gather_padded(
+        self, pairs: NDArray[np.int64], limit: int, signed: bool, ignore_index: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int] | None: ...
+    def unmap_all(self) -> None: ...
 
 @final
 class RollingWindow:

@@ -50,11 +50,13 @@ import numpy as np
 import numpy.typing as npt
 
 from curriculum_ds.data import close_stream, open_stream, read_stream_info
+from curriculum_ds.data.bulk import BulkReader
 from curriculum_ds.data.streams import drop_cached_shard
 from curriculum_ds.data.streams import streaming_registration as _streaming_registration
 from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
 from curriculum_ds.errors import DownloadError
 from curriculum_ds.kernels import BucketSampler, blend_samples, blend_tokens
+from curriculum_ds.loss import IGNORE_INDEX
 from curriculum_ds.microbatch import MicroBatch, collate
 from curriculum_ds.preflight import check_packed_rows
 
@@ -108,6 +110,7 @@ class PhaseLoader:
             self.datasets = [open_stream(s.local, s.remote) for s in loader.streams]
         # released by close(), or when the loader is garbage-collected if nobody called it
         self._release = weakref.finalize(self, _close_all, self.datasets)
+        self._bulk = BulkReader.of(self.datasets)  # None: every sample through streaming
         self.moving_mix = loader.is_moving_mix
         self.proportions = np.array(loader.proportions_at(0.0), dtype=np.float64)
         # a moving mix only: the integral of each stream's target so far, in the unit counted
@@ -272,13 +275,23 @@ class PhaseLoader:
     def fetch(self, pairs: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int32]]:
         """Read the token arrays of ``(stream_idx, sample_idx)`` pairs, truncated to max_seq_len.
 
-        A sample of a remote stream whose shard is not cached yet is downloaded first (by
-        mosaicml-streaming, one process per node).
+        The samples are read in bulk from the memory-mapped shards
+        (:class:`~curriculum_ds.data.bulk.BulkReader`), byte-identical to streaming's
+        ``StreamingDataset.__getitem__``, which reads them instead when a shard is not cached
+        yet: a sample of a remote stream is then downloaded first (by mosaicml-streaming, one
+        process per node) and checked against its recorded hash.
 
         Raises:
             DownloadError: a sample cannot be read (its shard failed to download or to verify
                 against its recorded hash, or a local shard file went missing), naming the stream.
         """
+        flat = None if self._bulk is None else self._bulk.read(pairs, self.seq_len)
+        if flat is None:
+            return self._fetch_each(pairs)
+        return np.split(flat[0], np.cumsum(flat[1][:-1])) if len(flat[1]) else []
+
+    def _fetch_each(self, pairs: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int32]]:
+        """:meth:`fetch` through streaming's ``__getitem__``, one sample at a time."""
         out = []
         datasets, limit = self.datasets, self.seq_len
         for stream, index in pairs.tolist():  # plain ints: no numpy scalar per sample
@@ -287,6 +300,8 @@ class PhaseLoader:
             except Exception as err:  # streaming wraps storage errors in RuntimeError/ValueError
                 if self.remotes[stream] is not None:  # no unverified shard left in the cache
                     drop_cached_shard(datasets[stream], index)
+                    if self._bulk is not None:
+                        self._bulk.forget()
                 raise DownloadError(self._fetch_failure(stream, index, err)) from None
             out.append(np.asarray(tokens)[:limit])  # a warmup step's length, else max_seq_len
         return out
@@ -314,7 +329,10 @@ class PhaseLoader:
         result = []
         for offset in range(start, start + per_rank, micro_batch_size):
             positions = np.arange(offset, offset + micro_batch_size, dtype=np.int64)
-            result.append(collate(self.fetch(batch[positions]), positions))
+            pairs, bulk = batch[positions], self._bulk  # padded as collate(self.fetch(pairs))
+            padded = None if bulk is None else bulk.read_padded(pairs, self.seq_len, IGNORE_INDEX)
+            mb = None if padded is None else MicroBatch.of_arrays(*padded, positions)
+            result.append(mb if mb is not None else collate(self.fetch(pairs), positions))
         return result
 
     # ----------------------------------------------------------------------------- state
@@ -419,7 +437,9 @@ class PhaseLoader:
         return stream_tokens, pending
 
     def close(self) -> None:
-        """Release the streaming datasets (and their shared memory, see ``close_stream``)."""
+        """Release the streaming datasets (their shared memory, see ``close_stream``), the maps."""
+        if self._bulk is not None:
+            self._bulk.forget()
         self._release()
 
 

@@ -12,7 +12,7 @@ import torch
 
 from curriculum_ds.loss import IGNORE_INDEX
 
-__all__ = ["MicroBatch", "collate"]
+__all__ = ["MicroBatch", "collate", "collate_flat"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,22 @@ class MicroBatch:
     attention_mask: torch.Tensor
     labels: torch.Tensor
     positions: npt.NDArray[np.int64]
+
+    @classmethod
+    def of_arrays(
+        cls,
+        input_ids: npt.NDArray[np.int64],
+        attention_mask: npt.NDArray[np.int64],
+        labels: npt.NDArray[np.int64],
+        positions: npt.NDArray[np.int64],
+    ) -> MicroBatch:
+        """The micro-batch of int64 ``(micro_batch_size, seq_len)`` arrays (shared, not copied)."""
+        return cls(
+            torch.from_numpy(input_ids),
+            torch.from_numpy(attention_mask),
+            torch.from_numpy(labels),
+            positions,
+        )
 
     @property
     def loss_mask(self) -> torch.Tensor:
@@ -72,11 +88,31 @@ def collate(
     Vectorised: one concatenation and one masked assignment for the whole micro-batch.
     """
     lengths = np.fromiter((len(s) for s in samples), dtype=np.int64, count=len(samples))
+    values = (
+        np.concatenate([np.asarray(s).reshape(-1) for s in samples])
+        if len(samples)
+        else np.zeros(0, dtype=np.int64)
+    )
+    return collate_flat(values, lengths, positions)
+
+
+def collate_flat(
+    values: npt.NDArray[np.integer[Any]],
+    lengths: npt.NDArray[np.int64],
+    positions: npt.NDArray[np.int64],
+) -> MicroBatch:
+    """:func:`collate` of samples given concatenated: ``values`` holds ``lengths[i]`` of each.
+
+    Args:
+        values: 1-D integer token ids of every sample in order (``lengths.sum()`` of them).
+        lengths: int64 ``(micro_batch_size,)`` tokens per sample.
+        positions: the micro-batch's positions in the global batch.
+    """
     seq_len = max(1, int(lengths.max(initial=0)))
     mask = np.arange(seq_len) < lengths[:, None]
-    ids = np.zeros((len(samples), seq_len), dtype=np.int64)
-    if len(samples):
-        ids[mask] = np.concatenate([np.asarray(s).reshape(-1) for s in samples])
+    ids = np.zeros((len(lengths), seq_len), dtype=np.int64)
+    if len(lengths):
+        ids[mask] = values
     input_ids = torch.from_numpy(ids)
     attention_mask = torch.from_numpy(mask.astype(np.int64))
     labels = input_ids.masked_fill(~torch.from_numpy(mask), IGNORE_INDEX)

@@ -2,7 +2,8 @@
 //!
 //! Pure Rust over slices; only `py.rs` (feature `python`) touches pyo3/numpy, so `cargo test`
 //! needs no Python. Every kernel is deterministic from explicit seeds and counters
-//! (see [`rng`]) and single-threaded, so no result depends on a thread count.
+//! (see [`rng`]); large inputs run on a thread pool ([`par`]) whose chunks combine exactly, so
+//! no result depends on a thread count.
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -10,6 +11,8 @@ pub mod blend;
 pub mod bucketing;
 pub mod buf;
 pub mod error;
+pub mod mds;
+pub mod par;
 pub mod rng;
 pub mod sampling;
 mod simd;

@@ -510,6 +510,144 @@ impl PyBucketSampler {
     }
 }
 
+/// The number of threads the kernels use (see `curriculum_ds.kernels.num_threads`).
+#[pyfunction]
+fn num_threads() -> usize {
+    crate::par::num_threads()
+}
+
+/// Use `threads` threads from now on; `0`: the count from the environment again.
+#[pyfunction]
+fn set_num_threads(py: Python<'_>, threads: i64) -> PyResult<()> {
+    let t = count(threads, "threads")?;
+    py.detach(|| crate::par::set_num_threads(t));
+    Ok(())
+}
+
+/// Memory-mapped MDS shards of a phase's streams (see `curriculum_ds.data.bulk`).
+#[pyclass(name = "MdsShards", module = "curriculum_ds._native", frozen)]
+struct PyMdsShards {
+    inner: crate::mds::Shards,
+}
+
+/// One stream's shards for `MdsShards`: paths, sample counts, and its layout.
+type StreamSpec = (Vec<String>, Vec<u32>, Vec<i64>, usize, usize, bool);
+
+#[pymethods]
+impl PyMdsShards {
+    /// `streams[s] = (paths, num_samples, column_sizes, column, itemsize, fixed_shape)`:
+    /// column sizes in bytes, `-1` for a column with a size header.
+    #[new]
+    fn new(streams: Vec<StreamSpec>) -> PyResult<Self> {
+        let mut specs = Vec::with_capacity(streams.len());
+        for (paths, counts, sizes, column, itemsize, fixed_shape) in streams {
+            if paths.len() != counts.len()
+                || column >= sizes.len()
+                || ![1, 2, 4, 8].contains(&itemsize)
+            {
+                return Err(PyValueError::new_err("inconsistent MDS stream layout"));
+            }
+            let files = paths
+                .into_iter()
+                .zip(counts)
+                .map(|(path, num_samples)| crate::mds::ShardFile {
+                    path: path.into(),
+                    num_samples,
+                })
+                .collect();
+            let sizes = sizes.iter().map(|&s| u32::try_from(s).ok()).collect();
+            let layout = crate::mds::Layout {
+                sizes,
+                column,
+                itemsize,
+                fixed_shape,
+            };
+            specs.push((files, layout));
+        }
+        Ok(Self {
+            inner: crate::mds::Shards::new(specs),
+        })
+    }
+
+    /// The column of each `(stream, sample)` pair of the flat int64 `pairs`, cut to `limit`
+    /// values: `(bytes, lengths)`, or `None` when streaming must read them (see `mds.rs`).
+    #[allow(
+        clippy::type_complexity,
+        reason = "a plain tuple is the Python-facing shape"
+    )]
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        pairs: &Bound<'py, PyAny>,
+        limit: i64,
+    ) -> PyResult<Option<(Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>)>> {
+        let a = typed::<i64>(pairs, "pairs", "int64")?;
+        let p = slice(&a, "pairs")?;
+        let limit = count(limit, "limit")?;
+        let inner = &self.inner;
+        let read = py.detach(|| {
+            let (mut out, mut lengths) = (Vec::new(), Vec::with_capacity(p.len() / 2));
+            inner
+                .gather(p, limit, &mut out, &mut lengths)
+                .ok()
+                .map(|()| (out, lengths))
+        });
+        Ok(read.map(|(out, lengths)| (out.into_pyarray(py), lengths.into_pyarray(py))))
+    }
+
+    /// `gather` then right-padding into int64 `(input_ids, attention_mask, labels, seq_len)`
+    /// (flat, `rows × seq_len`), integers of `itemsize` bytes widened as numpy casts them.
+    #[allow(
+        clippy::type_complexity,
+        reason = "a plain tuple is the Python-facing shape"
+    )]
+    fn gather_padded<'py>(
+        &self,
+        py: Python<'py>,
+        pairs: &Bound<'py, PyAny>,
+        limit: i64,
+        signed: bool,
+        ignore_index: i64,
+    ) -> PyResult<
+        Option<(
+            Bound<'py, PyArray1<i64>>,
+            Bound<'py, PyArray1<i64>>,
+            Bound<'py, PyArray1<i64>>,
+            usize,
+        )>,
+    > {
+        let a = typed::<i64>(pairs, "pairs", "int64")?;
+        let p = slice(&a, "pairs")?;
+        let limit = count(limit, "limit")?;
+        let inner = &self.inner;
+        let read = py.detach(|| {
+            let (mut out, mut lengths) = (Vec::new(), Vec::with_capacity(p.len() / 2));
+            inner.gather(p, limit, &mut out, &mut lengths).ok()?;
+            let itemsize = inner.itemsize(p).ok()?;
+            Some(crate::mds::collate(
+                &out,
+                &lengths,
+                itemsize,
+                signed,
+                ignore_index,
+            ))
+        });
+        Ok(read.map(|r| {
+            (
+                r.input_ids.into_pyarray(py),
+                r.attention_mask.into_pyarray(py),
+                r.labels.into_pyarray(py),
+                r.seq_len,
+            )
+        }))
+    }
+
+    /// Forget every mapping (after a cached shard was removed).
+    fn unmap_all(&self) {
+        self.inner.unmap_all();
+    }
+}
+
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -520,6 +658,9 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(epoch_permutation, m)?)?;
     m.add_function(wrap_pyfunction!(blend_samples, m)?)?;
     m.add_function(wrap_pyfunction!(blend_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
+    m.add_class::<PyMdsShards>()?;
     m.add_class::<PyRollingWindow>()?;
     m.add_class::<PyWeightedSampler>()?;
     m.add_class::<PyBucketSampler>()?;

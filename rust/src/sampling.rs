@@ -5,6 +5,7 @@
 //! a pure function of `(seed, counters)` and never depends on a thread count.
 
 use rand_core::Rng;
+use rayon::prelude::*;
 
 use crate::buf;
 use crate::error::{invalid_arg, Error, Result};
@@ -97,11 +98,37 @@ impl AliasTable {
         let n = weights.len();
         // Normalise by the maximum first, so neither the sum (weights near f64::MAX) nor the
         // scale n / sum (subnormal weights) can overflow: w / max is in [0, 1], its sum in [1, n].
-        let max = weights.iter().copied().fold(0.0, f64::max);
+        // Large tables: the maximum and the scaled weights on the thread pool (a maximum and an
+        // element-wise map are exact in any split); the sum stays one left-to-right pass, so the
+        // table is bit-identical to a one-thread build.
+        let chunk = crate::par::chunk_len(n, 1);
+        let max = if chunk < n {
+            crate::par::install(|| {
+                weights
+                    .par_chunks(chunk)
+                    .map(|c| c.iter().copied().fold(0.0, f64::max))
+                    .reduce(|| 0.0, f64::max)
+            })
+        } else {
+            weights.iter().copied().fold(0.0, f64::max)
+        };
         let total: f64 = weights.iter().map(|&w| w / max).sum();
         let scale = n as f64 / total;
-        let mut p = buf::with_capacity::<f64>(n);
-        p.extend(weights.iter().map(|&w| (w / max) * scale));
+        let mut p = buf::filled::<f64>(n);
+        let scaled = |(out, w): (&mut [f64], &[f64])| {
+            for (o, &w) in out.iter_mut().zip(w) {
+                *o = (w / max) * scale;
+            }
+        };
+        if chunk < n {
+            crate::par::install(|| {
+                p.par_chunks_mut(chunk)
+                    .zip(weights.par_chunks(chunk))
+                    .for_each(scaled);
+            });
+        } else {
+            scaled((&mut p, weights));
+        }
         let mut entries = buf::filled::<u64>(n);
         // Both Vose worklists share one buffer of n slots: the small stack grows from the front,
         // the large stack from the back (an index is on at most one of them), so the build needs
@@ -1107,6 +1134,17 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn alias_table_agrees_between_thread_counts(
+            w in prop::collection::vec(prop_oneof![0.0f64..10.0, Just(0.0), Just(1e-300), Just(1e300)], 1..5000),
+            threads in 2usize..5,
+        ) {
+            prop_assume!(w.iter().any(|&x| x > 0.0));
+            let one = crate::par::with_threads(1, || AliasTable::new(&w)).unwrap();
+            let many = crate::par::with_threads(threads, || AliasTable::new(&w)).unwrap();
+            prop_assert_eq!(one.entries, many.entries);
+        }
+
         #[test]
         fn weighted_counter_based(w in prop::collection::vec(0.0f64..10.0, 1..50), seed: u64,
                                   a in 0usize..3000, b in 0usize..3000) {

@@ -213,6 +213,23 @@ mod tests {
 
     proptest! {
         #[test]
+        fn edges_agree_between_thread_counts(
+            values in prop::collection::vec(prop_oneof![-5.0f32..5.0, Just(1.0f32)], 1..5000),
+            cap in 1usize..5000,
+            b in 1usize..20,
+            threads in 2usize..5,
+        ) {
+            let mut w = RollingWindow::new(cap).unwrap();
+            w.push(values.as_slice());
+            let one = crate::par::with_threads(1, || w.edges(b)).unwrap();
+            let many = crate::par::with_threads(threads, || w.edges(b)).unwrap();
+            prop_assert_eq!(one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                            many.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+        }
+    }
+
+    proptest! {
+        #[test]
         fn matches_deque_oracle(
             cap in 1usize..50,
             batches in prop::collection::vec(prop::collection::vec(prop_oneof![

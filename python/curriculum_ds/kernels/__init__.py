@@ -9,9 +9,12 @@ released. Errors are the classes of :mod:`curriculum_ds.errors` (a
 Determinism: every random output is a pure function of the explicit ``seed`` and counters
 (xoshiro256++ streams from ``rand_xoshiro`` 0.8.2, derived by a fixed SplitMix64 mixing; see
 ``rust/src/rng.rs``). No process-global RNG (``random``, ``np.random``, ``torch``) is read or
-advanced, and no result depends on a thread count (the kernels are single-threaded).
+advanced, and no result depends on a thread count: inputs of 2^20 elements or more run on a
+thread pool (:func:`num_threads`, from ``CURRICULUM_DS_NUM_THREADS``, else ``OMP_NUM_THREADS``,
+else the CPUs this process may use) whose chunks combine exactly (``rust/src/par.rs``).
 """
 
+from curriculum_ds import _native
 from curriculum_ds.kernels.blending import blend_samples, blend_tokens
 from curriculum_ds.kernels.bucketing import RollingWindow, assign_buckets, bucket_edges
 from curriculum_ds.kernels.sampling import (
@@ -20,6 +23,21 @@ from curriculum_ds.kernels.sampling import (
     epoch_permutation,
     sample_without_replacement,
 )
+
+
+def num_threads() -> int:
+    """The number of threads the kernels use on large inputs (at least 1)."""
+    return _native.num_threads()
+
+
+def set_num_threads(threads: int) -> None:
+    """Use ``threads`` threads from now on; ``0``: the count from the environment again.
+
+    Raises:
+        ValueError: ``threads`` is negative.
+    """
+    _native.set_num_threads(int(threads))
+
 
 __all__ = [
     "BucketSampler",
@@ -30,5 +48,7 @@ __all__ = [
     "blend_tokens",
     "bucket_edges",
     "epoch_permutation",
+    "num_threads",
     "sample_without_replacement",
+    "set_num_threads",
 ]

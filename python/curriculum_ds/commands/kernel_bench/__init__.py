@@ -1,7 +1,8 @@
 """Side-by-side benchmarks of the Rust kernels and their numpy / torch counterparts.
 
 Every case runs each implementation on the same data in the same process, one thread
-(``torch.set_num_threads(1)``; the Rust kernels are single-threaded), and reports the median,
+(``torch.set_num_threads(1)``; the Rust kernels' pool at its thread count, one thread on inputs
+below 2^20), and reports the median,
 min and max wall time of ``repeats`` calls after one warm-up call, the time per element, and the
 ratio ``other median / curriculum_ds median`` (above 1: ``curriculum_ds`` is faster).
 
@@ -30,6 +31,7 @@ from curriculum_ds.commands.kernel_bench.cases import (
     without_replacement,
 )
 from curriculum_ds.commands.kernel_bench.report import check_targets, format_table, format_targets
+from curriculum_ds.commands.kernel_bench.threads import all_cpus, format_threads, thread_rows
 
 __all__ = ["OURS", "check_targets", "format_table", "format_targets", "run"]
 
@@ -42,7 +44,9 @@ def run(
     Args:
         sizes: window sizes / numbers of weights ``N`` (e.g. ``[10**6, 10**7]``). Cases that
             need it also run at 2^24 + 1 and the BucketSampler case always includes 1e7. Sizes
-            above 2e7 (e.g. 1e8) run only the with-replacement draws.
+            above 2e7 (e.g. 1e8) run only the with-replacement draws. The thread-pool table
+            (:mod:`~curriculum_ds.commands.kernel_bench.threads`: one thread vs every CPU) runs
+            at every size.
         extras: also run the fixed-size cases (BucketSampler at 1e7, the 2^24 + 1 cases);
             ``False`` gives a quick smoke run.
         as_json: print JSON instead of a table.
@@ -85,7 +89,8 @@ def run(
         PENDING.clear()
         if torch is not None and old_threads is not None:
             torch.set_num_threads(old_threads)
-    targets = check_targets(rows)
+    threads = thread_rows(sizes, repeats)
+    targets = check_targets(rows, threads)
     result: dict[str, Any] = {
         "meta": {
             "sizes": sizes,
@@ -93,13 +98,16 @@ def run(
             "numpy": np.__version__,
             "torch": getattr(torch, "__version__", None),
             "threads": 1,
+            "pool_threads": all_cpus(),
         },
         "rows": rows,
+        "thread_rows": threads,
         "targets": targets,
     }
     if as_json:
         print(json.dumps(result, indent=2))
     else:
         print(format_table(rows))
+        print(format_threads(threads))
         print(format_targets(targets))
     return result
