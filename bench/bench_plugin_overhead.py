@@ -123,6 +123,10 @@ def second_stream(data: Path) -> Path:
     return data.parent / "fixed128b"
 
 
+PREFETCH: int | None = None
+"""``--prefetch N``: the plugin loops' ``curriculum.prefetch_micro_batches`` (None: default)."""
+
+
 def ds_config(data: Path, *, dynamic: bool) -> dict[str, Any]:
     """The demo's ds_config with one phase over ``data`` at ``MAX_SEQ_LEN``."""
     from curriculum_ds.commands.demo import demo_ds_config
@@ -138,6 +142,8 @@ def ds_config(data: Path, *, dynamic: bool) -> dict[str, Any]:
     ]
     curriculum["dynamic"]["enabled"] = dynamic
     curriculum.pop("eval", None)  # the demo's held-out evaluation is not part of a step's time
+    if PREFETCH is not None:
+        curriculum["prefetch_micro_batches"] = PREFETCH
     return config
 
 
@@ -544,6 +550,12 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=None, help="work folder (data reused there)")
     parser.add_argument(
+        "--prefetch",
+        type=int,
+        default=None,
+        help="curriculum.prefetch_micro_batches of the plugin loops (default: the config default)",
+    )
+    parser.add_argument(
         "--json", type=Path, default=None, help="also write the figures and every block's times"
     )
     parser.add_argument("--data", type=Path, default=None, help=argparse.SUPPRESS)
@@ -585,7 +597,9 @@ def launch_ranks(args: argparse.Namespace, data: Path, command: str) -> int:
 
 
 def main() -> int:
+    global PREFETCH
     args = parse_args()
+    PREFETCH = args.prefetch
     command = args.command or shlex.join([Path(sys.executable).name, *sys.argv])
     tmp = None
     if args.data is None:
