@@ -120,7 +120,7 @@ class RunDir:
 
         from curriculum_ds.distributed import lock_run_dir
         from curriculum_ds.records.jsonl import RunLog
-        from curriculum_ds.records.progress import StepLogger, banner
+        from curriculum_ds.records.progress import StepLogger, banner, schedule_bar
 
         curriculum = self.curriculum
         self._is_main = dist.get_rank() == 0
@@ -140,7 +140,7 @@ class RunDir:
             dist.barrier()
             bar = self._progress if self._progress is not None else sys.stderr.isatty()
             if self._is_main and bar:
-                self._bar = _progress_bar(curriculum)
+                self._bar = schedule_bar(curriculum)
             elif self._is_main:
                 self._logger = StepLogger(self._log_interval, schedule=curriculum.schedule)
         except BaseException:
@@ -276,22 +276,6 @@ class RunDir:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
-
-
-def _progress_bar(curriculum: Curriculum) -> Any:
-    from tqdm.auto import tqdm
-
-    unit = curriculum.schedule.unit
-    total = curriculum.schedule.total
-    bar = tqdm(
-        total=float(total) if unit == "ep" else int(total),
-        unit=unit,
-        unit_scale=unit == "tok",
-        dynamic_ncols=True,
-        file=sys.stderr,
-    )
-    bar.update(float(curriculum.progress) if unit == "ep" else int(curriculum.progress))
-    return bar
 
 
 def print_summary(run_dir: Path, curriculum: Curriculum, start_step: int, *, trace: bool) -> None:

@@ -173,23 +173,15 @@ class CurriculumProgress(ProgressCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
     ) -> None:
         """Open the bar at the curriculum's progress (world's first process)."""
-        from tqdm.auto import tqdm
+        from curriculum_ds.records.progress import schedule_bar
 
         self.current_step = 0
         curriculum = self._trainer.feed.curriculum
         if not state.is_world_process_zero or curriculum is None:
             return
-        unit = curriculum.schedule.unit
-        total = curriculum.schedule.total
-        bar = tqdm(
-            total=float(total) if unit == "ep" else int(total),
-            unit=unit,
-            unit_scale=unit == "tok",
-            dynamic_ncols=True,
-        )
-        self.training_bar = bar  # HF's hooks write the logs through it and close it
+        # HF's hooks write the logs through it and close it
+        self.training_bar = schedule_bar(curriculum)
         self._done = float(curriculum.progress)
-        bar.update(self._done if unit == "ep" else int(self._done))
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any

@@ -40,6 +40,7 @@ __all__ = [
     "format_log_line",
     "human_count",
     "precision",
+    "schedule_bar",
 ]
 
 MAX_LINE = 300
@@ -246,3 +247,27 @@ def banner(engine: Any, curriculum: Curriculum) -> str:
         return _shorten(head + " | fresh start", MAX_LINE)
     prefix = head + " | resumed from "
     return prefix + _shorten(str(resumed), max(MAX_LINE - len(prefix), 20))
+
+
+def schedule_bar(curriculum: Curriculum) -> Any:
+    """A tqdm bar over the schedule, on stderr, at the curriculum's progress.
+
+    In the schedule's unit (tokens, scaled as k/M/G, or epochs as a float), up to its
+    ``max_duration``; a resumed run's bar starts where the checkpoint left it. The reference
+    loop's :class:`~curriculum_ds.RunDir` and the HF Trainer's progress callback show this bar.
+    """
+    import sys
+
+    from tqdm.auto import tqdm
+
+    unit = curriculum.schedule.unit
+    total = curriculum.schedule.total
+    bar = tqdm(
+        total=float(total) if unit == "ep" else int(total),
+        unit=unit,
+        unit_scale=unit == "tok",
+        dynamic_ncols=True,
+        file=sys.stderr,
+    )
+    bar.update(float(curriculum.progress) if unit == "ep" else int(curriculum.progress))
+    return bar
