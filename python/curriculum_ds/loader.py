@@ -28,8 +28,11 @@ resumable whatever the number of ranks:
   index of a per-epoch permutation (one bucket, the default) or of the permutation of a bucket
   picked by the dynamic re-weighting probabilities. Each stream runs through its own epochs;
   an epoch of the datamix (the ``ep`` unit) is ``samples_per_pass`` samples of the phase.
-  **Dynamic re-weighting** picks buckets *within* a stream and never changes the stream mix, in
-  either unit; with ``"tokens"`` a sample placed at step t may have been drawn (its bucket
+  **Dynamic re-weighting** over buckets (``dynamic.unit: "buckets"``) picks buckets *within* a
+  stream and never changes the stream mix, in either unit; over streams (``"streams"``) its
+  weights replace the proportions from each recompute on (:meth:`PhaseLoader.set_proportions`):
+  the deficit rule then tracks the integral of those step-wise weights, as it tracks a ramp.
+  With ``"tokens"`` a sample placed at step t may have been drawn (its bucket
   picked) up to one global batch earlier, i.e. under the bucket probabilities or bucket
   assignment of step t - 1.
 * **Global batches.** Every rank computes the same global batch of ``(stream_idx, sample_idx)``
@@ -56,6 +59,7 @@ from curriculum_ds.data.streams import streaming_registration as _streaming_regi
 from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
 from curriculum_ds.errors import DownloadError
 from curriculum_ds.kernels import BucketSampler, blend_samples, blend_tokens
+from curriculum_ds.loader_state import parse_loader_state
 from curriculum_ds.loss import IGNORE_INDEX
 from curriculum_ds.microbatch import MicroBatch, collate
 from curriculum_ds.preflight import check_packed_rows
@@ -112,6 +116,8 @@ class PhaseLoader:
         self._release = weakref.finalize(self, _close_all, self.datasets)
         self._bulk = BulkReader.of(self.datasets)  # None: every sample through streaming
         self.moving_mix = loader.is_moving_mix
+        # dynamic.unit "streams": the weights of the last recompute, which replace the proportions
+        self.stream_weights: npt.NDArray[np.float64] | None = None
         self.proportions = np.array(loader.proportions_at(0.0), dtype=np.float64)
         # a moving mix only: the integral of each stream's target so far, in the unit counted
         self.targets = np.zeros(len(loader.streams), dtype=np.float64)
@@ -169,12 +175,14 @@ class PhaseLoader:
         if seq_len != self.seq_len:
             self.seq_len = seq_len
             self.num_tokens = [np.minimum(t, seq_len) for t in self._raw_tokens]
-        if self.moving_mix:
+        if self.stream_weights is not None:
+            self.proportions = self.stream_weights
+        elif self.moving_mix:
             self.proportions = np.array(loader.proportions_at(fraction), dtype=np.float64)
         if self.proportion_unit == "tokens":
             return self._next_by_tokens(global_batch_size, probs)
         num_streams = len(self.infos)
-        if self.moving_mix:  # the slots of this call count from 1 over the targets so far
+        if self._tracks_targets:  # the slots of this call count from 1 over the targets so far
             stream_of_slot = blend_samples(
                 self.proportions, self.stream_counts, 0, global_batch_size, base=self.targets
             )
@@ -209,7 +217,7 @@ class PhaseLoader:
                     [self.pending[stream], sampler.sample(probs, missing)]
                 )
         lengths = [self.num_tokens[s][p] for s, p in enumerate(self.pending)]
-        base = self.targets if self.moving_mix else None
+        base = self.targets if self._tracks_targets else None
         stream_of_slot = blend_tokens(
             self.proportions, self.placed_tokens, lengths, global_batch_size, base=base
         )
@@ -224,11 +232,41 @@ class PhaseLoader:
             self.stream_counts[stream] += taken
             self.pending[stream] = self.pending[stream][taken:]
         self.num_samples += global_batch_size
-        if self.moving_mix:
+        if self._tracks_targets:
             self.targets = self.targets + self.proportions * (
                 int(self.placed_tokens.sum()) - placed_before
             )
         return batch
+
+    @property
+    def _tracks_targets(self) -> bool:
+        """Whether the deficit rule follows ``targets`` (a moving mix, or stream weights)."""
+        return self.moving_mix or self.stream_weights is not None
+
+    def set_proportions(self, weights: npt.NDArray[np.float64]) -> None:
+        """Replace the phase's stream proportions from the next draw on (``unit: "streams"``).
+
+        From the first call on, the largest-deficit rule tracks ``targets``: the integral of the
+        step-wise proportions, in the ``proportion_unit``, started at what each stream already
+        has, so the new weights apply to what is drawn from now on (no catching up on the past).
+        A ramp of the phase is overridden. Saved by :meth:`state_dict` (``stream_weights``).
+
+        Args:
+            weights: float64 ``(num_streams,)``, every entry > 0, summing to 1.
+
+        Raises:
+            ValueError: a shape other than ``(num_streams,)``, or an entry that is not > 0.
+        """
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (len(self.samplers),) or not (weights > 0).all():
+            raise ValueError(
+                f"stream weights {weights.tolist()} do not fit a phase of {len(self.samplers)} "
+                "stream(s) (each > 0)"
+            )
+        if not self._tracks_targets:
+            counted = self.placed_tokens if self.proportion_unit == "tokens" else self.stream_counts
+            self.targets = counted.astype(np.float64)
+        self.stream_weights = weights.copy()
 
     def set_buckets(self, buckets: Sequence[npt.NDArray[np.int64]]) -> None:
         """Give each stream's sampler a new bucket assignment (from the dynamic re-weighting).
@@ -342,7 +380,8 @@ class PhaseLoader:
         With ``proportion_unit: "tokens"`` also ``proportion_unit``, ``stream_tokens`` (tokens
         placed per stream) and ``pending`` (per stream, the sample indices drawn but not placed
         yet, at most one global batch each); with ``"samples"`` the dict is as it always was.
-        A moving mix adds ``targets`` (per stream, the integral of its target so far).
+        A moving mix adds ``targets`` (per stream, the integral of its target so far); stream
+        weights (:meth:`set_proportions`) add ``stream_weights`` and ``targets``.
         """
         state: dict[str, Any] = {
             "phase_idx": self.phase_idx,
@@ -354,8 +393,10 @@ class PhaseLoader:
             state["proportion_unit"] = "tokens"
             state["stream_tokens"] = self.placed_tokens.tolist()
             state["pending"] = [p.tolist() for p in self.pending]
-        if self.moving_mix:  # floats round-trip exactly through JSON and torch.save
+        if self._tracks_targets:  # floats round-trip exactly through JSON and torch.save
             state["targets"] = self.targets.tolist()
+        if self.stream_weights is not None:
+            state["stream_weights"] = self.stream_weights.tolist()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -371,70 +412,22 @@ class PhaseLoader:
             KeyError: a key is missing.
             SamplingError: a sampler state is refused by its kernel.
         """
-        saved_unit = state.get("proportion_unit", "samples")
-        if saved_unit != self.proportion_unit:
-            raise ValueError(
-                f"loader state counts its proportions in {saved_unit!r}, this phase in "
-                f"{self.proportion_unit!r}"
-            )
-        stream_tokens, pending = self._token_state(state)
-        targets = np.zeros(len(self.samplers), dtype=np.float64)
-        if self.moving_mix:
-            targets = np.asarray(state["targets"], dtype=np.float64)
-            if targets.shape != (len(self.samplers),) or not np.isfinite(targets).all():
-                raise ValueError(
-                    f"loader state targets {targets.tolist()} do not fit a phase of "
-                    f"{len(self.samplers)} stream(s)"
-                )
-        num_samples = int(state["num_samples"])
-        stream_counts = np.asarray(state["stream_counts"], dtype=np.int64)
-        samplers = state["samplers"]
-        num_streams = len(self.samplers)
-        if stream_counts.shape != (num_streams,) or len(samplers) != num_streams:
-            raise ValueError(
-                f"loader state has {stream_counts.size} stream counts and {len(samplers)} sampler "
-                f"states for a phase of {num_streams} stream(s)"
-            )
-        if num_samples < 0 or (stream_counts < 0).any() or stream_counts.sum() != num_samples:
-            raise ValueError(
-                f"loader state counts {stream_counts.tolist()} do not add up to its "
-                f"{num_samples} samples drawn"
-            )
-        for sampler, sampler_state in zip(self.samplers, samplers, strict=True):
+        counters = parse_loader_state(
+            state,
+            proportion_unit=self.proportion_unit,
+            moving_mix=self.moving_mix,
+            stream_sizes=[info.num_samples for info in self.infos],
+        )
+        for sampler, sampler_state in zip(self.samplers, counters.samplers, strict=True):
             sampler.load_state_dict(
                 {k: np.asarray(v) if isinstance(v, list) else v for k, v in sampler_state.items()}
             )
-        self.num_samples = num_samples
-        self.stream_counts = stream_counts
-        self.placed_tokens = stream_tokens
-        self.pending = pending
-        self.targets = targets
-
-    def _token_state(
-        self, state: dict[str, Any]
-    ) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
-        """``stream_tokens`` and ``pending`` of a saved state, checked (zeros for "samples")."""
-        num_streams = len(self.samplers)
-        if self.proportion_unit != "tokens":
-            return np.zeros(num_streams, dtype=np.int64), [
-                np.zeros(0, dtype=np.int64) for _ in self.samplers
-            ]
-        stream_tokens = np.asarray(state["stream_tokens"], dtype=np.int64)
-        pending = [np.asarray(p, dtype=np.int64).reshape(-1) for p in state["pending"]]
-        if stream_tokens.shape != (num_streams,) or len(pending) != num_streams:
-            raise ValueError(
-                f"loader state has {stream_tokens.size} token counts and {len(pending)} pending "
-                f"lists for a phase of {num_streams} stream(s)"
-            )
-        if (stream_tokens < 0).any():
-            raise ValueError(f"loader state token counts {stream_tokens.tolist()} are negative")
-        for stream, (indices, info) in enumerate(zip(pending, self.infos, strict=True)):
-            if indices.size and not (indices.min() >= 0 and indices.max() < info.num_samples):
-                raise ValueError(
-                    f"loader state pending samples of stream {stream} are not in "
-                    f"[0, {info.num_samples})"
-                )
-        return stream_tokens, pending
+        self.num_samples = counters.num_samples
+        self.stream_counts = counters.stream_counts
+        self.placed_tokens = counters.placed_tokens
+        self.pending = counters.pending
+        self.targets = counters.targets
+        self.stream_weights = counters.stream_weights
 
     def close(self) -> None:
         """Release the streaming datasets (their shared memory, see ``close_stream``), the maps."""

@@ -147,8 +147,9 @@ def _check_dynamic_unchanged(
 ) -> None:
     """Inside a phase the re-weighting state continues, so its shape may not change.
 
-    ``enabled``, ``num_buckets`` and ``window`` fix the sampler's buckets and the rolling window
-    that the checkpoint restores; they may change from the next phase on.
+    ``enabled``, ``unit``, ``signal``, ``num_buckets`` and ``window`` fix the sampler's buckets,
+    the stream weights and the rolling window that the checkpoint restores; they may change from
+    the next phase on.
     """
     where = f"the checkpoint is inside phase {phase_idx} ({json.dumps(phase_name)})"
     was_on = saved_dynamic is not None
@@ -159,16 +160,27 @@ def _check_dynamic_unchanged(
         )
     if saved_dynamic is None:
         return
+    dynamic = cfg.dynamic
+    for field, saved_value, value in (
+        ("unit", saved_dynamic.unit, dynamic.unit),
+        ("signal", saved_dynamic.signal, dynamic.signal),
+    ):
+        if saved_value != value:
+            raise ResumeError(
+                f"curriculum.dynamic.{field}: {where}, which ran with {field} "
+                f"{json.dumps(saved_value)}, not {json.dumps(value)}; it cannot change before "
+                "that phase ends"
+            )
     saved_buckets, saved_window = saved_dynamic.num_buckets, saved_dynamic.window_capacity
-    if saved_buckets != cfg.dynamic.num_buckets:
+    if dynamic.unit == "buckets" and saved_buckets != dynamic.num_buckets:
         raise ResumeError(
             f"curriculum.dynamic.num_buckets: {where}, which ran with {saved_buckets} buckets, "
-            f"not {cfg.dynamic.num_buckets}; it cannot change before that phase ends"
+            f"not {dynamic.num_buckets}; it cannot change before that phase ends"
         )
-    if saved_window != cfg.dynamic.window:
+    if saved_window != dynamic.window:
         raise ResumeError(
             f"curriculum.dynamic.window: {where}, whose rolling window holds {saved_window} "
-            f"losses, not {cfg.dynamic.window}; it cannot change before that phase ends"
+            f"losses, not {dynamic.window}; it cannot change before that phase ends"
         )
 
 

@@ -71,6 +71,15 @@ def _floats(value: Any, name: str) -> None:
         raise _wrong(name, value)
 
 
+def _float_list(value: Any, name: str) -> list[float] | None:
+    """An optional list of numbers as floats (None stays None)."""
+    if value is None:
+        return None
+    if not all(isinstance(t, (int, float, np.number)) for t in list(value)):
+        raise _wrong(name, value)
+    return [float(t) for t in value]
+
+
 def _arrays(value: Any, name: str, check: Any) -> None:
     if not isinstance(value, Sequence) or isinstance(value, str):
         raise _wrong(name, value)
@@ -92,7 +101,9 @@ class LoaderState:
         stream_tokens: per stream, tokens placed (with ``"tokens"`` only).
         pending: per stream, sample indices drawn but not placed yet (with ``"tokens"`` only).
         targets: per stream, the integral of its moving target (a phase with proportion ramps
-            only; the loader refuses a ramped phase's state without it).
+            or stream weights only; the loader refuses such a phase's state without it).
+        stream_weights: per stream, the proportions set by re-weighting over streams (None:
+            the phase's own).
     """
 
     phase_idx: int
@@ -103,6 +114,7 @@ class LoaderState:
     stream_tokens: list[int] | None = None
     pending: list[list[int]] | None = None
     targets: list[float] | None = None
+    stream_weights: list[float] | None = None
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> LoaderState:
@@ -124,11 +136,10 @@ class LoaderState:
         pending = _get(saved, w, "pending", (list, tuple), optional=not tokens)
         if pending is not None:
             pending = [_ints(p, f"{w}.pending[{i}]") for i, p in enumerate(pending)]
-        targets = _get(saved, w, "targets", _ARRAY, optional=True)
-        if targets is not None:
-            if not all(isinstance(t, (int, float, np.number)) for t in list(targets)):
-                raise _wrong(f"{w}.targets", targets)
-            targets = [float(t) for t in targets]
+        targets, weights = (
+            _float_list(_get(saved, w, key, _ARRAY, optional=True), f"{w}.{key}")
+            for key in ("targets", "stream_weights")
+        )
         return cls(
             phase_idx=_get(saved, w, "phase_idx", int),
             num_samples=_get(saved, w, "num_samples", (int, np.integer)),
@@ -140,6 +151,7 @@ class LoaderState:
             ),
             pending=pending,
             targets=targets,
+            stream_weights=weights,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,22 +170,31 @@ class LoaderState:
             out["pending"] = [list(p) for p in self.pending]
         if self.targets is not None:
             out["targets"] = list(self.targets)
+        if self.stream_weights is not None:
+            out["stream_weights"] = list(self.stream_weights)
         return out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class DynamicState:
-    """The re-weighting state (``DynamicReweighter.state_dict``), arrays as saved.
+    """The re-weighting state (``DynamicReweighter`` or ``StreamReweighter.state_dict``).
 
     Attributes:
         phase_idx: the phase it was taken in (None in a state that did not record it).
-        probs: float64 ``(num_buckets,)`` bucket probabilities.
-        window: the rolling window: ``{"capacity": int, "values": float32 array,
-            "num_non_finite": int}``.
-        last_loss: per stream, float32 ``(num_samples,)`` latest loss (NaN: unseen).
+        probs: float64 ``(num_buckets,)`` bucket probabilities, or ``(num_streams,)`` stream
+            weights.
+        window: the rolling window: ``{"capacity": int, "values": float array,
+            "num_non_finite": int}``, plus ``"streams"`` (int, per value) for the stream unit.
+        last_loss: per stream, float32 ``(num_samples,)`` latest signal (NaN: unseen); empty for
+            the stream unit.
         buckets: per stream, int8 ``(num_samples,)`` bucket assignment (None: not recorded).
         edges: float64 ``(num_buckets - 1,)`` of the last recompute, or None.
         num_recomputes: recomputes so far, ≥ 0.
+        unit: ``"buckets"`` (also a state saved before units existed) or ``"streams"``.
+        signal: ``"loss"`` (also a state saved before signals existed), ``"excess_loss"`` or
+            ``"learnability"``.
+        mean_losses: learnability: each stream's mean loss at the phase's last recomputes,
+            float64 ``(num_streams,)`` each, oldest first; else empty.
     """
 
     phase_idx: int | None
@@ -183,6 +204,9 @@ class DynamicState:
     buckets: list[Any] | None
     edges: Any
     num_recomputes: int
+    unit: str = "buckets"
+    signal: str = "loss"
+    mean_losses: list[Any] = dataclasses.field(default_factory=list)
 
     @property
     def num_buckets(self) -> int:
@@ -210,6 +234,13 @@ class DynamicState:
         _get(window, f"{w}.window", "capacity", (int, np.integer))
         _floats(_get(window, f"{w}.window", "values", _ARRAY), f"{w}.window.values")
         _get(window, f"{w}.window", "num_non_finite", (int, np.integer))
+        unit = _get(saved, w, "unit", str, optional=True) or "buckets"
+        if unit not in ("buckets", "streams"):
+            raise _wrong(f"{w}.unit", unit)
+        if unit == "streams":
+            _ints(_get(window, f"{w}.window", "streams", _ARRAY), f"{w}.window.streams")
+        mean_losses = _get(saved, w, "mean_losses", (list, tuple), optional=True) or []
+        _arrays(mean_losses, f"{w}.mean_losses", _floats)
         last_loss = _get(saved, w, "last_loss", (list, tuple))
         _arrays(last_loss, f"{w}.last_loss", _floats)
         buckets = _get(saved, w, "buckets", (list, tuple), optional=True)
@@ -228,11 +259,17 @@ class DynamicState:
             buckets=None if buckets is None else list(buckets),
             edges=edges,
             num_recomputes=int(_get(saved, w, "num_recomputes", (int, np.integer))),
+            unit=unit,
+            signal=_get(saved, w, "signal", str, optional=True) or "loss",
+            mean_losses=list(mean_losses),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form (``DynamicReweighter.state_dict``'s keys, in its order)."""
-        out: dict[str, Any] = {"phase_idx": self.phase_idx}
+        out: dict[str, Any] = {}
+        if self.unit != "buckets" or self.signal != "loss":
+            out.update(unit=self.unit, signal=self.signal)
+        out["phase_idx"] = self.phase_idx
         out.update(
             probs=self.probs,
             window=dict(self.window),
@@ -241,4 +278,6 @@ class DynamicState:
             edges=self.edges,
             num_recomputes=self.num_recomputes,
         )
+        if self.mean_losses:
+            out["mean_losses"] = list(self.mean_losses)
         return out

@@ -209,7 +209,7 @@ class CurriculumConfig(_Model):
     schedule: list[PhaseConfig] = Field(min_length=1)
     """The phases, run in order."""
     dynamic: DynamicConfig = Field(default_factory=DynamicConfig)
-    """Dynamic bucket re-weighting settings."""
+    """Dynamic re-weighting settings (over buckets or streams)."""
     lr_schedule: LRScheduleConfig | None = None
     """The token- (or epoch-) based learning-rate schedule; None: the optimizer's lr as it is
     (or a ds_config ``scheduler``, which cannot be combined with this)."""
@@ -258,6 +258,7 @@ class CurriculumConfig(_Model):
             )
         if self.lr_schedule is not None:
             self._check_lr_schedule(self.lr_schedule)
+        self._check_stream_floor()
         interval = self.eval.interval if self.eval is not None else None
         if interval is not None and interval.unit != unit:
             raise custom_error(
@@ -266,6 +267,21 @@ class CurriculumConfig(_Model):
                 ("eval", "interval"),
             )
         return self
+
+    def _check_stream_floor(self) -> None:
+        """``dynamic.unit: "streams"``: ``floor × streams ≤ 1`` in every phase."""
+        dynamic = self.dynamic
+        if not dynamic.enabled or dynamic.unit != "streams":
+            return
+        for i, phase in enumerate(self.schedule):
+            num_streams = len(phase.train_loader.streams)
+            total = dynamic.floor * num_streams
+            if total > 1 + 1e-12:
+                raise custom_error(
+                    f'{dynamic.floor:g} × {num_streams} streams of schedule[{i}] ("{phase.name}") '
+                    f"= {total:.6g} > 1",
+                    ("dynamic", "floor"),
+                )
 
     def _check_lr_schedule(self, lr: LRScheduleConfig) -> None:
         """Units equal to ``max_duration``'s; warmup and decay fit in the run."""

@@ -28,27 +28,70 @@ __all__ = ["DynamicConfig", "EvalConfig", "EvalStreamConfig", "LRScheduleConfig"
 
 
 class DynamicConfig(_Model):
-    """Dynamic bucket re-weighting of the sampler by per-sample loss."""
+    """Dynamic re-weighting of the sampler: over difficulty buckets or over the phase's streams.
+
+    ``unit`` says what is weighted, ``signal`` what drives it; every recompute the weights are
+    ``floor + (1 - K * floor) * softmax(score / temperature)`` over the ``K`` buckets or streams
+    (:mod:`curriculum_ds.dynamic`).
+    """
 
     enabled: bool = False
     """Turn dynamic re-weighting on (off: sample the datamix by its proportions only)."""
+    unit: Literal["buckets", "streams"] = "buckets"
+    """What the weights are over: ``"buckets"`` (percentile buckets of the signal inside each
+    stream of the phase; the stream mix stays the phase's proportions) or ``"streams"`` (the
+    phase's streams, i.e. domains: from each recompute on the weights replace the phase's
+    ``proportion``s, in its ``proportion_unit``)."""
+    signal: Literal["loss", "excess_loss", "learnability"] = "loss"
+    """What a weight's score is made of: ``"loss"`` (each sample's mean token loss, nats),
+    ``"excess_loss"`` (that loss minus the sample's ``reference_metric`` value, clipped at 0 as in
+    DoReMi) or ``"learnability"`` (``unit: "streams"`` only: the relative drop of a stream's mean
+    loss over the last ``learnability_horizon`` recomputes, as in ADO / Velocitune)."""
+    reference_metric: str | None = Field(default=None, min_length=1)
+    """``signal: "excess_loss"`` only (required there): the metric column holding each sample's
+    mean token loss under a reference model (nats; ``curriculum-ds score`` writes it)."""
+    learnability_horizon: int = Field(default=2, ge=1, le=1000)
+    """``signal: "learnability"``: how many recomputes back the loss drop is measured from, in
+    [1, 1000] (fewer in the phase so far: from the phase's first recompute); unused otherwise."""
     num_buckets: int = Field(default=8, ge=2, le=64)
-    """Number of difficulty buckets (percentile-rank buckets of the window), in [2, 64]."""
+    """Number of difficulty buckets (percentile-rank buckets of the window), in [2, 64];
+    unused with ``unit: "streams"``."""
     window: int = Field(default=1_000_000, ge=1, le=10_000_000)
-    """Per-sample losses kept in the rolling window, global across dp ranks, in [1, 10^7]."""
+    """Per-sample signals kept in the rolling window, global across dp ranks, in [1, 10^7]."""
     recompute_every_n_steps: int = Field(default=50, ge=1)
-    """Bucket weights are recomputed every this many optimizer steps (≥ 1)."""
+    """The weights are recomputed every this many optimizer steps (≥ 1)."""
     temperature: float = Field(default=1.0, gt=0)
-    """Softmax temperature applied to bucket scores (> 0; lower = sharper)."""
+    """Softmax temperature applied to the scores (> 0; lower = sharper)."""
     floor: float = Field(default=0.02, gt=0)
-    """Minimum probability of every bucket; 0 < floor ≤ 1 / num_buckets."""
+    """Minimum weight of every bucket or stream; 0 < floor ≤ 1 / K (K: ``num_buckets``, or each
+    phase's number of streams)."""
     static_metric: str = Field(default="num_tokens", min_length=1)
-    """The prepare metric column used to bucket samples before any loss has been seen."""
+    """The prepare metric column used to bucket samples before any loss has been seen
+    (``unit: "buckets"``)."""
     score: Literal["loss"] = "loss"
-    """The per-bucket score fed to the softmax (only ``"loss"``: mean per-sample loss)."""
+    """Kept for configs written before ``signal`` existed; only ``"loss"``."""
 
     @model_validator(mode="after")
-    def _check_floor(self) -> DynamicConfig:
+    def _check_unit_and_signal(self) -> DynamicConfig:
+        if self.signal == "learnability" and self.unit != "streams":
+            raise custom_error(
+                'learnability needs unit "streams": a bucket keyed by the current loss changes '
+                "its members every recompute, so its loss drop measures nothing",
+                ("signal",),
+            )
+        if self.signal == "excess_loss" and self.reference_metric is None:
+            raise custom_error(
+                'signal "excess_loss" needs the metric column of the reference model\'s losses '
+                "(`curriculum-ds score ... --column NAME`)",
+                ("reference_metric",),
+            )
+        if self.reference_metric is not None and self.signal != "excess_loss":
+            raise custom_error(
+                f'applies only to signal "excess_loss", not "{self.signal}"; remove it',
+                ("reference_metric",),
+            )
+        if self.unit == "streams":
+            return self  # the floor against each phase's streams: CurriculumConfig
         total = self.floor * self.num_buckets
         if total > 1 + 1e-12:
             raise custom_error(

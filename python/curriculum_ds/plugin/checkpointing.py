@@ -18,7 +18,7 @@ from curriculum_ds.checkpoint import engine_io
 from curriculum_ds.checkpoint.files import SavedTag
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.checkpoint.state import CurriculumState, DynamicState, LoaderState
-from curriculum_ds.dynamic import DynamicReweighter
+from curriculum_ds.dynamic import Reweighter, make_reweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError
 from curriculum_ds.records.resume import resume_monitors
 
@@ -45,7 +45,7 @@ class CheckpointingMixin:
     engine: EngineLike
     config: CurriculumConfig
     position: Position
-    dynamic: DynamicReweighter | None
+    dynamic: Reweighter | None
     global_batch_size: int
     resumed_from: Path | None
     monitor: CurriculumMonitor | None
@@ -247,7 +247,7 @@ class CheckpointingMixin:
             return None
         saved, plan, state = loaded
         if state is None and self.dynamic is not None:  # a DeepSpeed run without curriculum
-            self.dynamic = DynamicReweighter(self.config.dynamic, seed=self.config.seed)
+            self.dynamic = make_reweighter(self.config.dynamic, seed=self.config.seed)
         self._apply(plan, state)
         self.resumed_from = saved.path
         if self.monitor is not None:  # rank 0's CSV/TensorBoard cut back to this step

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from curriculum_ds.dynamic import DynamicReweighter
+    from curriculum_ds.dynamic import Reweighter
     from curriculum_ds.loader import PhaseLoader
     from curriculum_ds.position import Position
     from curriculum_ds.records.schema import HistoryRow, MetricsRow, StreamRow
@@ -173,7 +173,7 @@ def complete_step(
     counts: SkipCounts,
     unit: str,
     loader: PhaseLoader,
-    dynamic: DynamicReweighter | None,
+    dynamic: Reweighter | None,
     timer: StepTimer,
     phase_epochs: float | None = None,
     data_wait_s: float = 0.0,
@@ -188,7 +188,7 @@ def complete_step(
         unit: the schedule's unit, ``"tok"`` (progress counts ``step_tokens``) or ``"ep"``
             (progress counts the step's samples over the phase's ``samples_per_pass``).
         loader: the phase's loader (its passes for ``ep`` and ``phase_epochs``); a re-weighting
-            recompute's bucket update is applied to it.
+            recompute's bucket assignment or stream proportions are applied to it.
         dynamic: the re-weighting, or None; it observes the step's per-sample losses (when the
             outcome has them) and may recompute at the new ``global_step``.
         timer: laps once, after the re-weighting (the step's time includes it).
@@ -213,6 +213,8 @@ def complete_step(
         if update is not None:
             if update.buckets is not None:
                 loader.set_buckets(update.buckets)
+            if update.proportions is not None:  # unit "streams": the phase's mix moves
+                loader.set_proportions(update.proportions)
             history = history_row(
                 step=after.global_step,
                 phase=outcome.phase_idx,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from curriculum_ds.checkpoint.state import DynamicState, LoaderState
 from curriculum_ds.config.ramps import is_ramp
-from curriculum_ds.dynamic import DynamicReweighter
+from curriculum_ds.dynamic import make_reweighter
 from curriculum_ds.errors import StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr, optimizer_lr
@@ -110,7 +110,7 @@ class Curriculum(CheckpointingMixin):
         self.gradient_accumulation_steps = run.gradient_accumulation_steps
         self.global_batch_size = run.global_batch_size(self.dp_world_size)
         self.dynamic = (
-            DynamicReweighter(self.config.dynamic, seed=self.config.seed)
+            make_reweighter(self.config.dynamic, seed=self.config.seed)
             if self.config.dynamic.enabled
             else None
         )
@@ -239,7 +239,7 @@ class Curriculum(CheckpointingMixin):
             self.stop_signal.restore()  # SIGTERM is the default again once the loop is over
             raise StopIteration
         loader = self._phase_loader()
-        probs = self.dynamic.probs if self.dynamic is not None else None
+        probs = self.dynamic.sampler_probs if self.dynamic is not None else None
         drawn = self._feed.draw(
             loader,
             self.global_batch_size,
@@ -313,7 +313,9 @@ class Curriculum(CheckpointingMixin):
         if self.dynamic is not None:
             pending = self._pending_dynamic
             saved_dynamic = None if pending is None else pending.to_dict()
-            loader.set_buckets(self.dynamic.start_phase(loader, saved_dynamic))
+            buckets = self.dynamic.start_phase(loader, saved_dynamic)
+            if buckets is not None:  # unit "buckets"; "streams" moves the proportions instead
+                loader.set_buckets(buckets)
         saved = self._pending_loader
         if saved is not None and saved.phase_idx == phase_idx:
             loader.load_state_dict(saved.to_dict())

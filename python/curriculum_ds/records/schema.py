@@ -139,7 +139,8 @@ class HistoryRow(TypedDict):
     """One re-weighting recompute: a line of ``curriculum_history.jsonl`` (``step.reweighting``).
 
     The keys after ``phase_name`` are the recompute's record
-    (:class:`~curriculum_ds.dynamic.BucketUpdate`).
+    (:class:`~curriculum_ds.dynamic.MixtureUpdate`). ``weights`` are over the phase's buckets
+    (``unit: "buckets"``) or over its streams (``unit: "streams"``, named by ``streams``).
     """
 
     step: int
@@ -148,24 +149,38 @@ class HistoryRow(TypedDict):
     """Its phase index."""
     phase_name: str
     """Its phase name."""
+    unit: NotRequired[str]
+    """``dynamic.unit``: ``"buckets"`` or ``"streams"`` (absent in rows written before it
+    existed: buckets)."""
+    signal: NotRequired[str]
+    """``dynamic.signal``: ``"loss"``, ``"excess_loss"`` or ``"learnability"``."""
+    streams: NotRequired[list[str]]
+    """``unit: "streams"``: the phase's stream names, in the order of ``weights``."""
     window_size: int
     """Samples in the rolling window."""
     num_non_finite: int
-    """Of those, the ones whose loss was NaN/inf (left out of the bucketing)."""
+    """Of those, the ones whose loss was NaN/inf (left out of the window)."""
     temperature: float
     """``dynamic.temperature``."""
     floor: float
     """``dynamic.floor``."""
     weights: list[float]
-    """The bucket probabilities, summing to 1."""
+    """The bucket or stream probabilities, summing to 1."""
     scores: list[float] | None
-    """Each bucket's mean loss (nats); None when the window was empty."""
+    """Each bucket's or stream's score fed to the softmax (mean signal in nats, or the relative
+    loss drop for learnability); None when the previous weights were kept."""
     edges: NotRequired[list[float]]
-    """The bucket edges (percentile ranks of the window's losses)."""
+    """``unit: "buckets"``: the bucket edges (percentile ranks of the window's signal)."""
     bucket_counts: NotRequired[list[int]]
-    """Window samples per bucket."""
+    """``unit: "buckets"``: window samples per bucket."""
+    stream_counts: NotRequired[list[int]]
+    """``unit: "streams"``: window samples per stream."""
+    mean_losses: NotRequired[list[float | None]]
+    """``signal: "learnability"``: each stream's mean loss in the window (nats; None: no
+    sample of it there)."""
     kept_previous: NotRequired[bool]
-    """True when an empty window kept the previous weights."""
+    """True when the previous weights were kept (an empty window; for learnability, no earlier
+    recompute in the phase yet)."""
 
 
 class TraceRow(TypedDict):

@@ -39,6 +39,7 @@ class _Loader:
 class _Update:
     def __init__(self, buckets: Any) -> None:
         self.buckets = buckets
+        self.proportions = None  # unit "buckets"
         self.record = {"weights": [0.5, 0.5], "window_size": 4}
 
 

@@ -1,22 +1,18 @@
-"""Dynamic bucket re-weighting: per-sample losses → percentile buckets → softmax + floor → sampler.
+"""Re-weighting over difficulty buckets: per-sample signals → percentile buckets → the sampler.
 
 Every step the training loop all-gathers the step's per-sample losses (one collective) and every
 rank pushes the same values, in the same order, into its own :class:`RollingWindow`. Edges, bucket
 scores and weights are therefore bit-identical on every rank and the per-stream
 :class:`BucketSampler` objects stay in lockstep without broadcasting batches.
 
-Weights::
+Weights (:func:`~curriculum_ds.dynamic.weights.mixture_probs`)::
 
     probs_b = floor + (1 - num_buckets * floor) * softmax(score / temperature)_b
 
-This is DoReMi's smoothing of the domain weights with the uniform distribution (Xie et al. 2023,
-"DoReMi: Optimizing Data Mixtures Speeds Up Language Model Pretraining", Algorithm 1:
-``(1 - c) * alpha + c * u``) with ``c = num_buckets * floor``, applied to a softmax of per-bucket
-scores as in online data mixing (Albalak et al. 2023). Every probability is ≥ ``floor`` and the
-sum is 1 without renormalising (clamping and then renormalising, the common mistake, breaks the
-floor: case C05). The softmax subtracts the maximum first, so a tiny temperature gives a one-hot
-softmax, never NaN or inf. Per-bucket score: the mean loss (nats) of the window's values in the
-bucket; a bucket left empty by ties gets the mean of the populated buckets.
+Per-bucket score: the mean signal (nats) of the window's values in the bucket; a bucket left
+empty by ties gets the mean of the populated buckets. The signal is a sample's loss (``signal:
+"loss"``, the default) or its excess loss over a reference model (``"excess_loss"``,
+:mod:`curriculum_ds.dynamic.signals`).
 
 Non-finite losses (a sample without loss-bearing tokens, an overflow) are left out of the window
 and counted (case C06); a recompute over an empty window keeps the previous weights.
@@ -24,71 +20,21 @@ and counted (case C06); a recompute over an empty window keeps the previous weig
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from curriculum_ds.errors import ConfigError
+from curriculum_ds.dynamic.signals import excess_losses, metric_columns
+from curriculum_ds.dynamic.update import MixtureUpdate
+from curriculum_ds.dynamic.weights import mixture_probs
 from curriculum_ds.kernels import RollingWindow, assign_buckets, bucket_edges
 
 if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
     from curriculum_ds.loader import PhaseLoader
 
-__all__ = [
-    "FLOOR_SLACK",
-    "BucketUpdate",
-    "DynamicReweighter",
-    "bucket_probs",
-    "bucket_scores",
-]
-
-
-FLOOR_SLACK = 1e-12
-"""How far ``floor * num_buckets`` may exceed 1 (``DynamicConfig`` accepts the same slack)."""
-
-
-def bucket_probs(
-    scores: npt.ArrayLike, *, temperature: float, floor: float
-) -> npt.NDArray[np.float64]:
-    """Bucket probabilities ``floor + (1 - B * floor) * softmax(scores / temperature)``.
-
-    Args:
-        scores: Per-bucket score (mean recent loss, nats), float ``(num_buckets,)``, finite.
-        temperature: Softmax temperature, > 0. Small values approach argmax.
-        floor: Minimum probability per bucket, ``0 < floor <= 1 / num_buckets`` up to the
-            config's rounding slack (``floor * num_buckets <= 1 + 1e-12``: a decimal such as
-            0.33333333333334 for 3 buckets); at ``floor * num_buckets >= 1`` every entry is
-            ``floor`` (uniform).
-
-    Returns:
-        float64 ``(num_buckets,)``, every entry ≥ ``floor``, summing to 1 within a few ulps
-        (``|sum - 1| <= 1e-12``) without any renormalisation. Deterministic.
-
-    Raises:
-        ValueError: If ``scores`` is not 1-D or empty, temperature ≤ 0 (or NaN), the floor is out
-            of range, or a score is not finite.
-    """
-    s = np.asarray(scores, dtype=np.float64)
-    if s.ndim != 1:
-        raise ValueError(f"scores must be 1-D, got shape {s.shape}")
-    if len(s) == 0:
-        raise ValueError("scores must have at least one bucket, got none")
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    if not 0 < floor * len(s) <= 1 + FLOOR_SLACK or floor <= 0:
-        raise ValueError(f"floor must be in (0, 1/num_buckets], got {floor} with {len(s)} buckets")
-    if not np.all(np.isfinite(s)):
-        raise ValueError(f"bucket scores must be finite, got {s.tolist()}")
-    # z ≤ 0, so exp never overflows and the top bucket gets exp(0) = 1 (the sum is ≥ 1); a tiny
-    # temperature sends the other z to -inf, whose exp is exactly 0: a one-hot softmax, no NaN
-    with np.errstate(over="ignore"):
-        z = (s - s.max()) / temperature
-    e = np.exp(z)
-    softmax = e / e.sum()
-    return floor + max(0.0, 1.0 - len(s) * floor) * softmax
+__all__ = ["DynamicReweighter", "bucket_scores"]
 
 
 def bucket_scores(
@@ -123,23 +69,6 @@ def bucket_scores(
     return scores, counts
 
 
-@dataclass(frozen=True)
-class BucketUpdate:
-    """What a recompute hands back: the new bucket assignment for the loader, and the record.
-
-    Attributes:
-        buckets: per stream of the phase, int64 ``(num_samples,)`` bucket of every sample, in
-            ``[0, num_buckets)``; the loader applies it (``PhaseLoader.set_buckets``). None when
-            the assignment is unchanged (an empty window kept the previous weights).
-        record: the ``curriculum_history.jsonl`` fields (``weights`` summing to 1, ``scores``,
-            ``edges``, ``bucket_counts``, ``window_size``, ``num_non_finite``, ``temperature``,
-            ``floor``; ``kept_previous: true`` when the window was empty).
-    """
-
-    buckets: list[npt.NDArray[np.int64]] | None
-    record: dict[str, Any]
-
-
 class DynamicReweighter:
     """The re-weighting state of a run: rolling window, per-sample buckets, bucket probabilities.
 
@@ -147,7 +76,7 @@ class DynamicReweighter:
     then every optimizer step :meth:`observe` (the step's global per-sample losses) and
     :meth:`maybe_recompute` (every ``recompute_every_n_steps``: edges, scores, probs, buckets).
     It only reads the loader's metadata: the bucket assignments it computes are handed back
-    (:meth:`start_phase` returns them, :meth:`maybe_recompute` returns a :class:`BucketUpdate`)
+    (:meth:`start_phase` returns them, :meth:`maybe_recompute` returns a :class:`MixtureUpdate`)
     and the caller applies them to the loader.
     Everything is a deterministic function of the observed losses, so ranks that observe the same
     all-gathered losses hold bit-identical state.
@@ -172,6 +101,13 @@ class DynamicReweighter:
         """Per stream: the assignment the stream's BucketSampler holds now."""
         self.edges: npt.NDArray[np.float64] | None = None  # of the last recompute in this phase
         self.num_recomputes = 0
+        self.reference: list[npt.NDArray[np.float64]] = []
+        """``signal: "excess_loss"``: per stream, each sample's reference loss (nats)."""
+
+    @property
+    def sampler_probs(self) -> npt.NDArray[np.float64]:
+        """The bucket probabilities the loader's samplers draw with, float64 ``(num_buckets,)``."""
+        return self.probs
 
     def start_phase(
         self, loader: PhaseLoader, saved: dict[str, Any] | None
@@ -201,25 +137,19 @@ class DynamicReweighter:
             ConfigError: If a stream has no ``static_metric`` column, or a non-finite value in
                 it (named by stream, column and sample).
         """
-        metric = self.cfg.static_metric
-        columns = []
-        for name, info in zip(loader.stream_names, loader.infos, strict=True):
-            if metric not in info.metrics:
-                raise ConfigError(
-                    f"curriculum.dynamic.static_metric: stream {name!r} has no metric column "
-                    f"{metric!r} (has: {', '.join(sorted(info.metrics))})"
-                )
-            column = np.asarray(info.metrics[metric], dtype=np.float64)
-            bad = np.flatnonzero(~np.isfinite(column))
-            if bad.size:  # validate refuses this; here if metrics.npz changed since
-                raise ConfigError(
-                    f"curriculum.dynamic.static_metric: stream {name!r}: metric column "
-                    f"{metric!r} is {column[bad[0]]} at sample {bad[0]}; every value must be "
-                    "finite (re-run `curriculum-ds prepare`)"
-                )
-            columns.append(column)
+        columns = metric_columns(
+            loader,
+            self.cfg.static_metric,
+            "curriculum.dynamic.static_metric",
+            hint=" (re-run `curriculum-ds prepare`)",
+        )
         edges = bucket_edges(np.concatenate(columns), self.num_buckets)
         self.phase_idx = loader.phase_idx
+        if self.cfg.signal == "excess_loss":
+            assert self.cfg.reference_metric is not None  # DynamicConfig requires it
+            self.reference = metric_columns(
+                loader, self.cfg.reference_metric, "curriculum.dynamic.reference_metric"
+            )
         self.static_buckets = [assign_buckets(c, edges) for c in columns]
         self.last_loss = [
             np.full(info.num_samples, np.nan, dtype=np.float32) for info in loader.infos
@@ -246,7 +176,7 @@ class DynamicReweighter:
         return buckets
 
     def observe(self, batch: npt.NDArray[np.int64], losses: npt.NDArray[np.float64]) -> None:
-        """Record a step's global per-sample losses.
+        """Record a step's global per-sample losses (as their signal: loss or excess loss).
 
         Args:
             batch: The step's global batch, int64 ``(global_batch_size, 2)`` of
@@ -256,6 +186,8 @@ class DynamicReweighter:
                 left out of the window and counted (case C06); the sample stays unseen.
         """
         losses = np.asarray(losses, dtype=np.float64)
+        if self.cfg.signal == "excess_loss":
+            losses = excess_losses(batch, losses, self.reference)
         self.window.push(losses)  # non-finite values are skipped and counted by the window
         finite = np.isfinite(losses)
         streams = batch[:, 0]
@@ -266,16 +198,17 @@ class DynamicReweighter:
             mask = finite & (streams == stream)
             last[batch[mask, 1]] = losses[mask]
 
-    def maybe_recompute(self, global_step: int) -> BucketUpdate | None:
+    def maybe_recompute(self, global_step: int) -> MixtureUpdate | None:
         """Every ``recompute_every_n_steps``: new edges, scores, probs and sample buckets.
 
         Args:
             global_step: The optimizer step just taken (1-based, global).
 
         Returns:
-            None between recomputes; else the :class:`BucketUpdate` whose ``record`` is the
-            history record (``weights``, ``scores``, ``edges``, ``bucket_counts``,
-            ``window_size``, ``num_non_finite``, ``temperature``, ``floor``) and whose
+            None between recomputes; else the :class:`MixtureUpdate` whose ``record`` is the
+            history record (``unit``, ``signal``, ``weights``, ``scores``, ``edges``,
+            ``bucket_counts``, ``window_size``, ``num_non_finite``, ``temperature``, ``floor``)
+            and whose
             ``buckets`` the caller applies to the loader. An empty window (start-up, right after
             a phase swap, or only non-finite losses) keeps the previous weights and buckets and
             says so with ``kept_previous: true``.
@@ -284,6 +217,8 @@ class DynamicReweighter:
             return None
         self.num_recomputes += 1
         record: dict[str, Any] = {
+            "unit": "buckets",
+            "signal": self.cfg.signal,
             "window_size": len(self.window),
             "num_non_finite": int(self.window.num_non_finite),
             "temperature": self.cfg.temperature,
@@ -291,10 +226,10 @@ class DynamicReweighter:
         }
         if len(self.window) == 0:
             record.update(weights=self.probs.tolist(), scores=None, kept_previous=True)
-            return BucketUpdate(None, record)
+            return MixtureUpdate(None, record)
         edges = self.window.edges(self.num_buckets)
         scores, counts = bucket_scores(self.window.values(), edges, self.num_buckets)
-        self.probs = bucket_probs(scores, temperature=self.cfg.temperature, floor=self.cfg.floor)
+        self.probs = mixture_probs(scores, temperature=self.cfg.temperature, floor=self.cfg.floor)
         self.edges = edges
         self.buckets = self._sample_buckets()
         record.update(
@@ -303,7 +238,7 @@ class DynamicReweighter:
             edges=edges.tolist(),
             bucket_counts=counts.tolist(),
         )
-        return BucketUpdate(self.buckets, record)
+        return MixtureUpdate(self.buckets, record)
 
     def _sample_buckets(self) -> list[npt.NDArray[np.int64]]:
         """Seen samples by their latest loss against the last recompute's edges; unseen by metric.
@@ -324,12 +259,15 @@ class DynamicReweighter:
     def state_dict(self) -> dict[str, Any]:
         """Everything a resume needs, as plain numpy arrays and ints.
 
-        ``probs`` (float64 ``(B,)``), ``window`` (:meth:`RollingWindow.state_dict`),
+        ``unit`` and ``signal`` (with a signal other than ``"loss"``), ``probs`` (float64
+        ``(B,)``), ``window`` (:meth:`RollingWindow.state_dict`),
         ``last_loss`` and ``buckets`` (per stream, float32 / int8 ``(num_samples,)``), ``edges``
         (float64 ``(B-1,)`` or None), ``num_recomputes``, ``phase_idx``. The sampler counters are
         the loader's.
         """
+        signal = {} if self.cfg.signal == "loss" else {"unit": "buckets", "signal": self.cfg.signal}
         return {
+            **signal,
             "phase_idx": self.phase_idx,
             "probs": self.probs.copy(),
             "window": self.window.state_dict(),

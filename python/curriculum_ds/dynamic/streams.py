@@ -1,0 +1,199 @@
+"""Re-weighting over the phase's streams (domains): ``dynamic.unit: "streams"``.
+
+Every step the step's global per-sample signals (loss, or excess loss over a reference model)
+enter one rolling window with the stream each sample came from (:class:`StreamWindow`); every
+``recompute_every_n_steps`` the per-stream scores give the weights::
+
+    probs_s = floor + (1 - K * floor) * softmax(score / temperature)_s      (K streams)
+
+and the weights replace the phase's stream proportions, in its ``proportion_unit``: the loader's
+largest-deficit rule follows the new targets from that step on
+(:meth:`~curriculum_ds.loader.PhaseLoader.set_proportions`). Until the phase's first recompute
+the phase's own proportions hold; weights never carry over a phase swap (another phase may have
+other streams).
+
+Scores per stream: the mean signal in the window (``loss``, ``excess_loss``), or the relative
+drop of the mean loss since ``learnability_horizon`` recomputes ago (``learnability``;
+:mod:`curriculum_ds.dynamic.signals`). A stream with no sample in the window gets the mean of
+the others' scores. Everything is a function of the all-gathered losses, so every rank holds the
+same weights without a broadcast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from curriculum_ds.dynamic.signals import excess_losses, learnability_scores, metric_columns
+from curriculum_ds.dynamic.update import MixtureUpdate
+from curriculum_ds.dynamic.weights import mixture_probs
+from curriculum_ds.dynamic.window import StreamWindow
+
+if TYPE_CHECKING:
+    from curriculum_ds.config import DynamicConfig
+    from curriculum_ds.loader import PhaseLoader
+
+__all__ = ["StreamReweighter"]
+
+
+class StreamReweighter:
+    """The stream re-weighting state of a run: rolling window, stream weights, loss history.
+
+    Lifecycle per phase as :class:`~curriculum_ds.dynamic.DynamicReweighter`'s:
+    :meth:`start_phase`, then every optimizer step :meth:`observe` and :meth:`maybe_recompute`,
+    whose :class:`MixtureUpdate` carries the new ``proportions`` the caller gives the loader.
+
+    Args:
+        cfg: The ``curriculum.dynamic`` section (``unit: "streams"``).
+        seed: The run's seed (unused by the maths; kept for the record).
+    """
+
+    num_buckets = 1
+    """The loader's samplers draw uniformly inside each stream (one bucket)."""
+
+    def __init__(self, cfg: DynamicConfig, *, seed: int):
+        self.cfg = cfg
+        self.seed = seed
+        self.probs = np.zeros(0, dtype=np.float64)
+        """float64 ``(num_streams,)``: the stream weights now (the phase's proportions until its
+        first recompute)."""
+        self.window = StreamWindow(cfg.window)
+        self.phase_idx: int | None = None
+        self.stream_names: list[str] = []
+        self.reference: list[npt.NDArray[np.float64]] = []
+        """``signal: "excess_loss"``: per stream, each sample's reference loss (nats)."""
+        self.mean_losses: list[npt.NDArray[np.float64]] = []
+        """``signal: "learnability"``: each stream's mean window loss at the phase's last
+        ``learnability_horizon + 1`` recomputes, oldest first (NaN: no sample of it)."""
+        self.num_recomputes = 0
+
+    @property
+    def sampler_probs(self) -> None:
+        """No bucket probabilities: each stream is drawn uniformly (its proportion moves)."""
+        return None
+
+    def start_phase(self, loader: PhaseLoader, saved: dict[str, Any] | None) -> None:
+        """Reset the window for a new datamix; the weights start as the phase's proportions.
+
+        Args:
+            loader: The new phase's loader (read only: stream names, proportions, metric
+                columns).
+            saved: A :meth:`state_dict` from a checkpoint, or None. Taken inside this phase, the
+                window, weights and loss history are restored exactly (the loader restores its
+                own proportions and targets); taken in an earlier phase, only the recompute
+                count carries over.
+
+        Returns:
+            None: no bucket assignment for the loader.
+
+        Raises:
+            ConfigError: ``signal: "excess_loss"`` and a stream without the ``reference_metric``
+                column, or a non-finite value in it.
+        """
+        self.phase_idx = loader.phase_idx
+        self.stream_names = list(loader.stream_names)
+        self.probs = np.asarray(loader.proportions, dtype=np.float64).copy()
+        if self.cfg.signal == "excess_loss":
+            assert self.cfg.reference_metric is not None  # DynamicConfig requires it
+            self.reference = metric_columns(
+                loader,
+                self.cfg.reference_metric,
+                "curriculum.dynamic.reference_metric",
+                hint=" (score it again with `curriculum-ds score`)",
+            )
+        self.window = StreamWindow(self.cfg.window)
+        self.mean_losses = []
+        if saved is not None:
+            self.num_recomputes = int(saved["num_recomputes"])
+            if saved.get("phase_idx") == loader.phase_idx:
+                self.probs = np.asarray(saved["probs"], dtype=np.float64).copy()
+                self.window = StreamWindow.from_state_dict(saved["window"])
+                self.mean_losses = [
+                    np.asarray(m, dtype=np.float64).copy() for m in saved.get("mean_losses") or []
+                ]
+
+    def observe(self, batch: npt.NDArray[np.int64], losses: npt.NDArray[np.float64]) -> None:
+        """Record a step's global per-sample losses (as their signal) with their streams.
+
+        Args:
+            batch: The step's global batch, int64 ``(global_batch_size, 2)`` of
+                ``(stream_idx, sample_idx)``, in global order.
+            losses: float64 ``(global_batch_size,)``, each sample's mean loss over its
+                loss-bearing tokens (nats), NaN for a sample without any (left out, counted).
+        """
+        losses = np.asarray(losses, dtype=np.float64)
+        if self.cfg.signal == "excess_loss":
+            losses = excess_losses(batch, losses, self.reference)
+        self.window.push(losses, batch[:, 0])
+
+    def maybe_recompute(self, global_step: int) -> MixtureUpdate | None:
+        """Every ``recompute_every_n_steps``: per-stream scores and the new stream weights.
+
+        Args:
+            global_step: The optimizer step just taken (1-based, global).
+
+        Returns:
+            None between recomputes; else the :class:`MixtureUpdate` whose ``proportions`` the
+            caller gives the loader and whose ``record`` is the history row (``unit``,
+            ``signal``, ``streams``, ``weights``, ``scores``, ``stream_counts``,
+            ``window_size``, ``num_non_finite``, ``temperature``, ``floor``; ``mean_losses`` for
+            learnability). An empty window, or learnability's first recompute of a phase (no
+            earlier loss to compare), keeps the weights: ``kept_previous: true``, no
+            proportions.
+        """
+        if global_step % self.cfg.recompute_every_n_steps != 0:
+            return None
+        self.num_recomputes += 1
+        num_streams = len(self.stream_names)
+        counts, means = self.window.stream_means(num_streams)
+        record: dict[str, Any] = {
+            "unit": "streams",
+            "signal": self.cfg.signal,
+            "streams": list(self.stream_names),
+            "window_size": len(self.window),
+            "num_non_finite": int(self.window.num_non_finite),
+            "temperature": self.cfg.temperature,
+            "floor": self.cfg.floor,
+        }
+        kept = MixtureUpdate(None, record)
+        if len(self.window) == 0:
+            record.update(weights=self.probs.tolist(), scores=None, kept_previous=True)
+            return kept
+        record["stream_counts"] = counts.tolist()
+        if self.cfg.signal == "learnability":
+            record["mean_losses"] = [None if np.isnan(m) else float(m) for m in means]
+            self.mean_losses = [*self.mean_losses, means][-(self.cfg.learnability_horizon + 1) :]
+            if len(self.mean_losses) < 2:  # nothing earlier in this phase to compare with
+                record.update(weights=self.probs.tolist(), scores=None, kept_previous=True)
+                return kept
+            scores = learnability_scores(self.mean_losses[0], means)
+        else:
+            present = counts > 0
+            scores = np.where(present, means, means[present].mean())
+        self.probs = mixture_probs(scores, temperature=self.cfg.temperature, floor=self.cfg.floor)
+        record.update(weights=self.probs.tolist(), scores=scores.tolist())
+        return MixtureUpdate(None, record, proportions=self.probs.copy())
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs, as plain numpy arrays and ints.
+
+        ``unit`` (``"streams"``), ``signal``, ``phase_idx``, ``probs`` (float64
+        ``(num_streams,)``), ``window`` (:meth:`StreamWindow.state_dict`), ``last_loss`` (empty:
+        no per-sample state), ``buckets`` and ``edges`` (None), ``num_recomputes``,
+        ``mean_losses`` (float64 ``(num_streams,)`` each). The loader keeps its own
+        proportions and targets.
+        """
+        return {
+            "unit": "streams",
+            "signal": self.cfg.signal,
+            "phase_idx": self.phase_idx,
+            "probs": self.probs.copy(),
+            "window": self.window.state_dict(),
+            "last_loss": [],
+            "buckets": None,
+            "edges": None,
+            "num_recomputes": self.num_recomputes,
+            "mean_losses": [m.copy() for m in self.mean_losses],
+        }
