@@ -77,3 +77,76 @@ def test_unchanged_dynamic_resumes():
     plan = check_resume(_cfg(**ON), _saved(_cfg(**ON), 500))
     assert plan.phase_idx == 0
     assert not plan.is_new_phase
+
+
+# ------------------------------------------------------------- units and signals (issue 20)
+STREAMS = {"enabled": True, "unit": "streams", "window": 100, "floor": 0.05}
+
+
+def _streams_state(signal: str = "loss") -> dict:
+    return {
+        "unit": "streams",
+        "signal": signal,
+        "phase_idx": 0,
+        "probs": np.array([1.0]),
+        "window": {
+            "capacity": 100,
+            "values": np.array([2.5, 3.0]),
+            "streams": np.array([0, 0], dtype=np.int32),
+            "num_non_finite": 1,
+        },
+        "last_loss": [],
+        "buckets": None,
+        "edges": None,
+        "num_recomputes": 3,
+        "mean_losses": [np.array([2.9]), np.array([2.7])],
+    }
+
+
+@pytest.mark.parametrize(
+    ("new", "field", "was", "now"),
+    [
+        (ON, "unit", '"streams"', '"buckets"'),
+        (
+            {**STREAMS, "signal": "learnability"},
+            "signal",
+            '"loss"',
+            '"learnability"',
+        ),
+    ],
+)
+def test_unit_or_signal_changed_mid_phase_is_refused(new, field, was, now):
+    saved = _saved(_cfg(**STREAMS), 500)
+    saved["dynamic"] = _streams_state()
+    with pytest.raises(
+        ResumeError,
+        match=rf"^curriculum.dynamic.{field}: the checkpoint is inside phase 0 \(\"a\"\), which "
+        rf"ran with {field} {was}, not {now}; it cannot change before that phase ends$",
+    ):
+        check_resume(_cfg(**new), saved)
+
+
+def test_a_stream_state_resumes_under_its_unit_and_round_trips():
+    cfg = _cfg(**STREAMS)
+    saved = _saved(cfg, 500)
+    saved["dynamic"] = _streams_state()
+    plan = check_resume(cfg, saved)
+    assert not plan.is_new_phase
+    state = CurriculumState.from_dict(saved)
+    assert state.dynamic is not None
+    assert (state.dynamic.unit, state.dynamic.signal) == ("streams", "loss")
+    again = state.dynamic.to_dict()
+    assert (again["unit"], again["signal"], again["num_recomputes"]) == ("streams", "loss", 3)
+    assert [m.tolist() for m in again["mean_losses"]] == [[2.9], [2.7]]
+    assert again["window"]["streams"].tolist() == [0, 0]
+
+
+def test_a_bucket_state_saved_before_units_is_buckets_and_loss():
+    state = CurriculumState.from_dict(_saved(_cfg(**ON), 500))
+    assert state.dynamic is not None
+    assert (state.dynamic.unit, state.dynamic.signal, state.dynamic.mean_losses) == (
+        "buckets",
+        "loss",
+        [],
+    )
+    assert "unit" not in state.dynamic.to_dict()  # saved as it always was

@@ -1,0 +1,289 @@
+"""``dynamic.unit: "streams"``: stream weights from the window's signals, applied to a real loader.
+
+The rolling window by stream, the excess-loss and learnability signals, the weights of a
+recompute, the loader following new proportions in either proportion unit, and a resume from
+the saved states drawing what the uninterrupted run draws.
+
+From issue 20 (items 1 and 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import make_dataset, ragged_docs
+
+from curriculum_ds.config import DynamicConfig, PhaseConfig
+from curriculum_ds.dynamic import StreamReweighter, make_reweighter, mixture_probs
+from curriculum_ds.dynamic.signals import excess_losses, learnability_scores
+from curriculum_ds.dynamic.window import StreamWindow
+from curriculum_ds.errors import ConfigError
+from curriculum_ds.loader import PhaseLoader
+
+NOISE = 2  # the stream whose loss stays high
+
+
+# ------------------------------------------------------------------------------- the window
+def test_window_keeps_the_last_values_and_their_streams_and_counts_non_finite():
+    window = StreamWindow(5)
+    window.push(np.array([1.0, np.nan, 2.0]), np.array([0, 1, 1]))
+    window.push(np.array([3.0, 4.0, np.inf, 5.0, 6.0]), np.array([2, 0, 1, 2, 2]))
+    values, streams = window.ordered()
+    np.testing.assert_array_equal(values, [2.0, 3.0, 4.0, 5.0, 6.0])
+    np.testing.assert_array_equal(streams, [1, 2, 0, 2, 2])
+    assert window.num_non_finite == 2
+    counts, means = window.stream_means(4)
+    np.testing.assert_array_equal(counts, [1, 1, 3, 0])
+    np.testing.assert_array_equal(means[:3], [4.0, 2.0, (3.0 + 5.0 + 6.0) / 3])
+    assert np.isnan(means[3])
+
+
+def test_window_rebuilt_from_its_state_gives_bit_identical_means_after_more_pushes():
+    rng = np.random.default_rng(0)
+    a = StreamWindow(37)
+    for _ in range(5):  # wrapped around: the oldest value is in the middle of the ring
+        a.push(rng.random(11) * 7, rng.integers(0, 3, 11))
+    b = StreamWindow.from_state_dict(a.state_dict())
+    for _ in range(4):
+        values, streams = rng.random(9) * 7, rng.integers(0, 3, 9)
+        a.push(values, streams)
+        b.push(values, streams)
+        assert a.stream_means(3)[1].tobytes() == b.stream_means(3)[1].tobytes()
+    assert a.state_dict()["values"].tolist() == b.state_dict()["values"].tolist()
+
+
+def test_window_state_with_more_values_than_capacity_is_refused():
+    state = {"capacity": 2, "values": [1.0, 2.0, 3.0], "streams": [0, 0, 0], "num_non_finite": 0}
+    with pytest.raises(ValueError, match="3 values and 3 streams for a capacity of 2"):
+        StreamWindow.from_state_dict(state)
+
+
+# ------------------------------------------------------------------------------ the signals
+def test_excess_loss_is_loss_minus_reference_clipped_at_zero_nan_kept():
+    batch = np.array([[0, 1], [1, 0], [0, 0], [1, 2]])
+    reference = [np.array([2.0, 1.0]), np.array([3.0, 9.0, 0.5])]
+    losses = np.array([1.5, 2.0, 2.5, np.nan])
+    out = excess_losses(batch, losses, reference)
+    np.testing.assert_array_equal(out[:3], [0.5, 0.0, 0.5])  # 2.0 - 3.0 clipped to 0
+    assert np.isnan(out[3])
+
+
+def test_learnability_is_the_relative_drop_and_fills_unknown_streams():
+    then = np.array([4.0, 2.0, np.nan, 0.0])
+    now = np.array([3.0, 1.9, 1.0, 1.0])
+    scores = learnability_scores(then, now)
+    np.testing.assert_allclose(scores[:2], [0.25, 0.05])
+    np.testing.assert_allclose(scores[2:], [0.15, 0.15])  # unknown then, or 0: the others' mean
+    np.testing.assert_array_equal(learnability_scores(np.full(2, np.nan), now[:2]), [0.0, 0.0])
+
+
+# ----------------------------------------------------------------- a reweighter and a loader
+def _add_column(folder: Path, name: str, values: np.ndarray) -> None:
+    """Add a metric column to a prepared folder as `curriculum-ds score` does (test fixture)."""
+    with np.load(folder / "metrics.npz") as npz:
+        columns = {k: npz[k] for k in npz.files}
+    columns[name] = np.asarray(values, dtype=np.float64)
+    np.savez(folder / "metrics.npz", **columns)
+    meta_path = folder / "curriculum_meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["metric_columns"] = [*meta["metric_columns"], name]
+    meta_path.write_text(json.dumps(meta))
+
+
+@pytest.fixture(scope="module")
+def streams(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    root = tmp_path_factory.mktemp("streams")
+    out = []
+    for i, name in enumerate(("text_a", "text_b", "noise")):
+        folder = make_dataset(root, name, ragged_docs(60 + 10 * i, seed=i, min_len=8, max_len=60))
+        num_samples = 60 + 10 * i
+        # the reference model: good on text (1.0), as bad as anyone on noise (4.0)
+        _add_column(folder, "ref_loss", np.full(num_samples, 4.0 if i == NOISE else 1.0))
+        out.append(folder)
+    return out
+
+
+def _phase(streams: list[Path], unit: str = "samples") -> PhaseConfig:
+    proportions = (0.4, 0.4, 0.2)
+    return PhaseConfig.model_validate(
+        {
+            "name": "mix",
+            "duration": "1000000tok",
+            "train_loader": {
+                "streams": [
+                    {"local": str(s), "proportion": p}
+                    for s, p in zip(streams, proportions, strict=True)
+                ],
+                "max_seq_len": 64,
+                "proportion_unit": unit,
+            },
+        }
+    )
+
+
+def _losses(batch: np.ndarray, step: int) -> np.ndarray:
+    """Text losses fall with the step (learnable), noise stays at 4.5 nats."""
+    text = 3.0 / (1.0 + 0.1 * step) + 1.0 + 0.01 * (batch[:, 1] % 5)
+    return np.where(batch[:, 0] == NOISE, 4.5, text)
+
+
+def _run(
+    streams: list[Path],
+    dynamic: dict[str, Any],
+    *,
+    steps: int,
+    unit: str = "samples",
+    resume_at: int | None = None,
+) -> tuple[list[np.ndarray], list[dict[str, Any]], PhaseLoader]:
+    cfg = DynamicConfig(enabled=True, unit="streams", **dynamic)
+    phase = _phase(streams, unit)
+    loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
+    reweighter = make_reweighter(cfg, seed=3)
+    assert isinstance(reweighter, StreamReweighter)
+    assert reweighter.start_phase(loader, None) is None  # no bucket assignment
+    batches, records = [], []
+    for step in range(1, steps + 1):
+        if step == resume_at:  # a new process: both rebuilt from their saved states
+            loader_state, dynamic_state = loader.state_dict(), reweighter.state_dict()
+            loader.close()
+            loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
+            reweighter = make_reweighter(cfg, seed=3)
+            reweighter.start_phase(loader, dynamic_state)
+            loader.load_state_dict(json.loads(json.dumps(loader_state)))
+        assert reweighter.sampler_probs is None
+        batch = loader.next_global_batch(10, reweighter.sampler_probs)
+        batches.append(batch)
+        reweighter.observe(batch, _losses(batch, step))
+        update = reweighter.maybe_recompute(step)
+        if update is not None:
+            assert update.buckets is None
+            if update.proportions is not None:
+                loader.set_proportions(update.proportions)
+            records.append(update.record)
+    return batches, records, loader
+
+
+def test_loss_signal_gives_the_noise_stream_the_largest_weight(streams):
+    _, records, loader = _run(
+        streams, {"window": 40, "recompute_every_n_steps": 4, "temperature": 0.5, "floor": 0.05},
+        steps=24,
+    )  # fmt: skip
+    last = records[-1]
+    assert (last["unit"], last["signal"]) == ("streams", "loss")
+    assert last["streams"] == ["text_a", "text_b", "noise"]
+    assert int(np.argmax(last["weights"])) == NOISE
+    np.testing.assert_allclose(
+        last["weights"], mixture_probs(last["scores"], temperature=0.5, floor=0.05), rtol=0
+    )
+    assert sum(last["stream_counts"]) == last["window_size"] == 40
+    np.testing.assert_array_equal(loader.stream_weights, last["weights"])
+    loader.close()
+
+
+def test_excess_loss_signal_gives_the_noise_stream_the_smallest_weight(streams):
+    _, records, loader = _run(
+        streams,
+        {"signal": "excess_loss", "reference_metric": "ref_loss", "window": 40,
+         "recompute_every_n_steps": 4, "temperature": 0.5, "floor": 0.05},
+        steps=24,
+    )  # fmt: skip
+    last = records[-1]
+    assert last["signal"] == "excess_loss"
+    assert int(np.argmin(last["weights"])) == NOISE
+    assert last["scores"][NOISE] == pytest.approx(0.5)  # 4.5 - 4.0
+    loader.close()
+
+
+def test_learnability_keeps_the_proportions_first_then_favours_falling_losses(streams):
+    _, records, loader = _run(
+        streams,
+        {"signal": "learnability", "learnability_horizon": 2, "window": 20,
+         "recompute_every_n_steps": 2, "temperature": 0.05, "floor": 0.05},
+        steps=12,
+    )  # fmt: skip
+    first = records[0]
+    assert first["kept_previous"] is True
+    assert first["scores"] is None
+    np.testing.assert_allclose(first["weights"], [0.4, 0.4, 0.2])  # the phase's proportions
+    assert len(first["mean_losses"]) == 3
+    last = records[-1]
+    assert "kept_previous" not in last
+    assert last["scores"][NOISE] == pytest.approx(0.0)  # its loss does not fall
+    assert int(np.argmin(last["weights"])) == NOISE
+    loader.close()
+
+
+@pytest.mark.parametrize("unit", ["samples", "tokens"])
+def test_the_loader_follows_the_new_weights_from_the_recompute_on(streams, unit):
+    dynamic = {"window": 40, "recompute_every_n_steps": 4, "temperature": 0.5, "floor": 0.05}
+    batches, records, loader = _run(streams, dynamic, steps=30, unit=unit)
+    # after the first recompute (step 4) the draws track the integral of the step-wise weights
+    assert [r["window_size"] > 0 for r in records] == [True] * 7  # steps 4, 8, ..., 28
+    weights_at = {4 * (i + 1): np.array(r["weights"]) for i, r in enumerate(records)}
+    target = np.zeros(3)
+    counted = np.zeros(3)
+    current = None
+    for step, batch in enumerate(batches, start=1):
+        if step > 4:
+            per_stream = (
+                np.bincount(batch[:, 0], minlength=3)
+                if unit == "samples"
+                else loader.stream_tokens(batch).astype(np.float64)
+            )
+            counted += per_stream
+            target += current * per_stream.sum()
+        current = weights_at.get(step, current)
+    largest = 1.0 if unit == "samples" else 64.0  # one sample, or one sample's tokens
+    assert np.abs(counted - target).max() <= largest + 1e-9
+    loader.close()
+
+
+@pytest.mark.parametrize(
+    ("dynamic", "unit"),
+    [
+        ({"signal": "loss"}, "samples"),
+        ({"signal": "excess_loss", "reference_metric": "ref_loss"}, "tokens"),
+        ({"signal": "learnability", "learnability_horizon": 2}, "samples"),
+    ],
+)
+def test_resume_from_the_saved_states_draws_what_the_uninterrupted_run_draws(
+    streams, dynamic, unit
+):
+    common = {"window": 30, "recompute_every_n_steps": 3, "temperature": 0.1, "floor": 0.05}
+    a_batches, a_records, a = _run(streams, {**common, **dynamic}, steps=20, unit=unit)
+    b_batches, b_records, b = _run(
+        streams, {**common, **dynamic}, steps=20, unit=unit, resume_at=11
+    )
+    assert [x.tolist() for x in b_batches] == [x.tolist() for x in a_batches]
+    assert b_records == a_records
+    a.close()
+    b.close()
+
+
+def test_a_stream_without_the_reference_column_is_refused_naming_it(streams, tmp_path):
+    plain = make_dataset(tmp_path, "plain", ragged_docs(20, seed=9))
+    phase = _phase([streams[0], streams[1], plain])
+    loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
+    cfg = DynamicConfig(
+        enabled=True, unit="streams", signal="excess_loss", reference_metric="ref_loss"
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"^curriculum.dynamic.reference_metric: stream 'plain' has no metric column "
+        r"'ref_loss' \(has: compression_ratio, num_tokens, token_entropy\)$",
+    ):
+        make_reweighter(cfg, seed=0).start_phase(loader, None)
+    loader.close()
+
+
+def test_stream_weights_of_another_shape_are_refused_by_the_loader(streams):
+    loader = PhaseLoader(_phase(streams), 0, seed=3, num_buckets=1)
+    with pytest.raises(ValueError, match=r"do not fit a phase of 3 stream\(s\)"):
+        loader.set_proportions(np.array([0.5, 0.5]))
+    with pytest.raises(ValueError, match=r"do not fit a phase of 3 stream\(s\)"):
+        loader.set_proportions(np.array([0.5, 0.5, 0.0]))
+    loader.close()
