@@ -18,7 +18,7 @@ from curriculum_ds.lr_schedule import LRSchedule
 from curriculum_ds.schedule import PhaseSchedule, duration_str
 
 if TYPE_CHECKING:
-    from curriculum_ds.config import LoaderConfig, RunConfig, StreamConfig
+    from curriculum_ds.config import CurriculumConfig, LoaderConfig, RunConfig, StreamConfig
 
 __all__ = ["describe_schedule", "mix_shares"]
 
@@ -163,7 +163,7 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
         f"max_duration {cfg.max_duration}, {schedule.num_phases} phase(s), global batch {gbs} "
         f"samples (dp_world_size {dp_world_size}), ~{'?' if total_steps is None else total_steps} "
         f"optimizer steps, loss_weighting {cfg.loss_weighting}, seed {cfg.seed}, dynamic "
-        f"{'on' if cfg.dynamic.enabled else 'off'}"
+        f"{_dynamic_summary(cfg)}"
     )
     lines.append(footer)
     lr = LRSchedule.from_config(cfg)
@@ -225,3 +225,12 @@ def _seq_len_cell(loader: LoaderConfig) -> str:
         f"{int(v)}" if x in (0.0, 1.0) else f"{int(v)}@{x:g}"
         for x, v in points  # type: ignore[union-attr]
     )
+
+
+def _dynamic_summary(cfg: CurriculumConfig) -> str:
+    """``off``, or ``on`` with what is weighted and by which signal (``on (streams, loss)``)."""
+    dynamic = cfg.dynamic
+    if not dynamic.enabled:
+        return "off"
+    what = f"{dynamic.num_buckets} buckets" if dynamic.unit == "buckets" else "streams"
+    return f"on ({what}, signal {dynamic.signal})"

@@ -66,6 +66,10 @@ class StreamWindow:
         order = np.r_[self._next : len(self._values), 0 : self._next]
         return self._values[order], self._streams[order]
 
+    def values(self) -> npt.NDArray[np.float64]:
+        """The window's signals oldest first, float64 ``(n,)`` (as ``RollingWindow.values``)."""
+        return self.ordered()[0]
+
     def stream_means(
         self, num_streams: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
