@@ -21,6 +21,11 @@ ranks. One invocation measures it two ways, on the same data and schedule:
    one ``all_gather`` of the step's per-sample losses between 2 gloo processes. Its sum over the
    mean step time of the dynamic-off runs is the overhead with the data effect removed.
 
+4. **Units and signals side by side** (``--units``, issue 20): every ``dynamic.unit`` ×
+   ``signal`` (:mod:`dynamic_units`) timed in this process, interleaved, against
+   ``buckets/loss``; each one's extra per step as a share of the dynamic-on runs' mean step
+   (target ≤ 0.5%).
+
 Example: ``python bench/bench_dynamic_overhead.py --max-duration 120000 --pairs 1 --json``.
 """
 
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from dynamic_units import add_reference_column, print_units, time_units, units_report
 
 from curriculum_ds.commands.demo import build_demo_data, demo_ds_config
 from curriculum_ds.commands.launch import build_command, launcher_env
@@ -375,6 +381,17 @@ def main() -> None:
         help="steps per phase of the in-process machinery timing",
     )
     parser.add_argument("--skip-runs", action="store_true", help="only the in-process timing")
+    parser.add_argument(
+        "--units",
+        action="store_true",
+        help="also time each dynamic.unit x signal side by side against buckets/loss (issue 20)",
+    )
+    parser.add_argument(
+        "--step-ms",
+        type=float,
+        default=None,
+        help="with --units --skip-runs: the step time (ms) the units' extra is a share of",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a report")
     args = parser.parse_args()
 
@@ -460,6 +477,17 @@ def main() -> None:
     if "end_to_end" in report:
         off_step = report["end_to_end"]["step_s"]["off_mean"]
         report["machinery_overhead_pct"] = 100 * machinery["total"] / off_step
+    if args.units:  # issue 20: every unit x signal against buckets/loss, on the same data
+        add_reference_column(configs[True])
+        timing = time_units(configs[True], steps=args.machinery_steps)
+        step_s = (
+            report["end_to_end"]["step_s"]["on_mean"]
+            if "end_to_end" in report
+            else None
+            if args.step_ms is None
+            else args.step_ms / 1e3
+        )
+        report["units"] = units_report(timing, step_s)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -517,6 +545,8 @@ def main() -> None:
                 f"in-process machinery cost / mean step (off): "
                 f"{report['machinery_overhead_pct']:.3f}%"
             )
+    if "units" in report and not args.json:
+        print_units(report["units"])
     if tmp is not None:
         tmp.cleanup()
 
