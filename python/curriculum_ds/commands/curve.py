@@ -417,5 +417,3 @@ def _draw_streams(ax: Any, curve: Curve, last_step: int) -> None:
         ends_at = ends[phase]
         ax.hlines(1.0 / k, first["step"], ends_at, colors="0.5", ls=":", lw=1, label=uniform_label)
         uniform_label = "_nolegend_"
-    if any(curve.kept):
-        ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="kept previous weights")

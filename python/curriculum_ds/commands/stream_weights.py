@@ -140,7 +140,8 @@ def draw_lines(
 ) -> None:
     """Draw each line as steps (a weight holds until the next recompute), a marker per recompute.
 
-    The marker is filled when the weights were computed, open when the previous ones were kept.
+    The marker is filled when the weights were computed, open when the previous ones were kept
+    (then one legend entry, ``"kept previous weights"``, explains it).
 
     Args:
         ax: the matplotlib axes.
@@ -177,3 +178,5 @@ def draw_lines(
                     markerfacecolor=color if filled else "white",
                     label="_nolegend_",
                 )
+    if any(k for line in lines for k in line.kept):
+        ax.plot([], [], "o", color="0.4", markerfacecolor="white", label="kept previous weights")

@@ -14,6 +14,7 @@ import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
 import pytest
 from click.testing import CliRunner
+from stream_history import ANNEAL, MIX, WEIGHTS, history_row
 
 from curriculum_ds.cli import main
 from curriculum_ds.commands.curve import figure, load_curve, render_table
@@ -24,41 +25,6 @@ from curriculum_ds.commands.stream_weights import (
     weight_lines,
 )
 from curriculum_ds.errors import DataError
-
-MIX = ["docstrings", "code", "noise"]
-ANNEAL = ["code", "prose"]
-WEIGHTS = {
-    10: [0.21, 0.24, 0.55],
-    20: [0.3, 0.3, 0.4],
-    30: [0.5, 0.5],  # kept: the anneal phase's own proportions
-    40: [0.35, 0.65],
-}
-
-
-def history_row(step: int) -> dict[str, Any]:
-    """A streams row as ``StreamReweighter`` writes it (phase 0 to step 20, phase 1 after)."""
-    phase = int(step > 20)
-    names = [MIX, ANNEAL][phase]
-    row: dict[str, Any] = {
-        "step": step,
-        "phase": phase,
-        "phase_name": ["mix", "anneal"][phase],
-        "unit": "streams",
-        "signal": ["loss", "learnability"][phase],
-        "streams": names,
-        "window_size": 640,
-        "num_non_finite": 0,
-        "temperature": 0.5,
-        "floor": 0.05,
-        "weights": WEIGHTS[step],
-        "scores": [3.0] * len(names),
-        "stream_counts": [200] * len(names),
-    }
-    if phase == 1:
-        row["mean_losses"] = [2.5, 3.1]
-    if step == 30:
-        row.update(scores=None, kept_previous=True)
-    return row
 
 
 def streams_run(run_dir: Path) -> Path:
