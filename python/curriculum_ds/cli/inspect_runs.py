@@ -18,7 +18,7 @@ from curriculum_ds.cli.group import main
     help="write the plot here (default: RUN_DIR/curriculum_curve.png)",
 )
 def curve(run_dir: Path, png: Path | None) -> None:
-    """Print each bucket's weight over steps and plot it with phase boundaries."""
+    """Print each bucket's (or stream's) weight over steps and plot it with phase boundaries."""
     from curriculum_ds.commands.curve import load_curve, render_png, render_table
 
     c = load_curve(run_dir)
@@ -38,7 +38,7 @@ def report(run_dir: Path, png: Path | None) -> None:
     """Plot a run's losses, token shares, lr and bucket probabilities; print a phase summary.
 
     One PNG with phases shaded: train and eval loss per stream, realised token share per stream,
-    lr, and the bucket probabilities of dynamic re-weighting.
+    lr, and the bucket probabilities (or stream weights) of dynamic re-weighting.
     """
     from curriculum_ds.commands.report import load_report, render_report, summary
 

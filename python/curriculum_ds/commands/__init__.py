@@ -6,7 +6,9 @@ Modules, one concern each:
 - ``corpus``: the standard library's docstrings and sources as a corpus (no download).
 - ``schedule_table``: the phase table ``validate`` prints.
 - ``report``: ``curriculum-ds report``, one picture and a per-phase summary of a run.
-- ``curve``: ``curriculum-ds curve``, the bucket weights over steps (table and PNG).
+- ``curve``: ``curriculum-ds curve``, the bucket (or stream) weights over steps (table and PNG).
+- ``stream_weights``: the stream weights of ``dynamic.unit: "streams"``, for ``curve`` and
+  ``report``.
 - ``export``: ``curriculum-ds export``, a checkpoint as a Hugging Face model folder.
 - ``kernel_bench``: ``curriculum-ds bench``, the Rust kernels against numpy and torch.
 """

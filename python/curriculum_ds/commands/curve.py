@@ -1,11 +1,15 @@
 """Read ``curriculum_history.jsonl`` and show each bucket's weight over steps (table + PNG).
 
 The history has one line per recompute of the bucket weights (``step``, ``phase``, ``phase_name``,
-``weights``, ...). A weight holds from its recompute step until the next one, so the plot draws
-steps, not interpolated lines. Phase boundaries come from ``metrics.jsonl`` (the first step of
+``weights``, ...). A run with ``dynamic.unit: "streams"`` has weights over each phase's streams
+instead, named by the rows' ``streams``: the table has a column per stream name and the PNG a
+line per stream (:mod:`~curriculum_ds.commands.stream_weights`); a bucket run reads as before.
+A weight holds from its recompute step until the next one, so the plot draws steps, not
+interpolated lines. Phase boundaries come from ``metrics.jsonl`` (the first step of
 each phase) when the run folder has it, else from the history itself. A partial last line (a crash
 in the middle of a write) is ignored. A weight that is not a finite number (NaN, ±inf, null) is
-refused with a :class:`~curriculum_ds.errors.DataError` naming the line, step and bucket: the
+refused with a :class:`~curriculum_ds.errors.DataError` naming the line, step and bucket (or
+stream): the
 weights are probabilities, so such a line means a corrupt history, and leaving it out would draw
 a plausible but wrong curve.
 """
@@ -16,12 +20,17 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.commands import stream_weights as sw
 from curriculum_ds.errors import DataError
 from curriculum_ds.records.jsonl import read_jsonl
 from curriculum_ds.records.resume import last_row_per_step
 
-__all__ = ["PHASE_START_NOTE", "Curve", "load_curve", "render_png", "render_table"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["PHASE_START_NOTE", "Curve", "figure", "load_curve", "render_png", "render_table"]
 
 PHASE_START_NOTE = (
     "a new phase starts with the previous phase's weights (its samples bucketed by the static "
@@ -44,6 +53,13 @@ class Curve:
         floor: the per-bucket floor of the weights, if the history records it.
         temperature: the softmax temperature, if the history records it.
         title: what the run is called in the plot (the run folder's name).
+        unit: ``"streams"`` when some recompute's weights are over streams, else ``"buckets"``.
+        streams: per recompute, its stream names in the order of its weights (empty for a
+            bucket row).
+        kept: per recompute, whether it kept the previous weights (``kept_previous``).
+        phase_idx: per recompute, its phase index.
+        signal: the rows' ``signal`` (:func:`~curriculum_ds.commands.stream_weights.
+            signals_label`).
     """
 
     steps: list[int]
@@ -54,6 +70,11 @@ class Curve:
     floor: float | None = None
     temperature: float | None = None
     title: str = ""
+    unit: str = "buckets"
+    streams: list[list[str]] = field(default_factory=list)
+    kept: list[bool] = field(default_factory=list)
+    phase_idx: list[int] = field(default_factory=list)
+    signal: str = "loss"
 
 
 def load_curve(run_dir: Path) -> Curve:
@@ -67,8 +88,9 @@ def load_curve(run_dir: Path) -> Curve:
 
     Raises:
         DataError: If the run folder has no (or an empty) ``curriculum_history.jsonl``, a
-            record lacks ``step``/``weights``, or a weight is not a finite number (the first
-            such weight, by line, step and bucket).
+            record lacks ``step``/``weights``, a streams record's ``streams`` does not name each
+            weight, or a weight is not a finite number (the first such weight, by line, step
+            and bucket or stream).
     """
     path = run_dir / "curriculum_history.jsonl"
     if not path.is_file():
@@ -81,6 +103,9 @@ def load_curve(run_dir: Path) -> Curve:
             raise DataError(f"{path}: line {i + 1} has no integer step or no weights")
         if not isinstance(r["weights"], list):
             raise DataError(f"{path}: line {i + 1} (step {r['step']}): weights is not a list")
+        if sw.is_streams_row(r):
+            _check_stream_row(r, f"{path}: line {i + 1} (step {r['step']})")
+            continue
         for b, w in enumerate(r["weights"]):
             if not _is_finite_number(w):
                 raise DataError(
@@ -114,7 +139,24 @@ def load_curve(run_dir: Path) -> Curve:
         floor=float(last["floor"]) if "floor" in last else None,
         temperature=float(last["temperature"]) if "temperature" in last else None,
         title=run_dir.resolve().name,
+        unit="streams" if any(sw.is_streams_row(r) for r in records) else "buckets",
+        streams=[sw.row_labels(r) if sw.is_streams_row(r) else [] for r in records],
+        kept=[bool(r.get("kept_previous")) for r in records],
+        phase_idx=[int(r.get("phase") or 0) for r in records],
+        signal=sw.signals_label(records),
     )
+
+
+def _check_stream_row(r: dict[str, Any], where: str) -> None:
+    names = r.get("streams")
+    if not isinstance(names, list) or len(names) != len(r["weights"]):
+        raise DataError(f"{where}: unit is streams but streams does not name each of its weights")
+    for name, w in zip(names, r["weights"], strict=True):
+        if not _is_finite_number(w):
+            raise DataError(
+                f"{where}: weight of stream {name!r} is {w!r}; stream weights must be finite "
+                "numbers"
+            )
 
 
 def _is_finite_number(x: object) -> bool:
@@ -139,18 +181,19 @@ def render_table(curve: Curve, max_rows: int = 20) -> str:
     """ASCII table: a row per recompute (evenly thinned to ``max_rows``), a column per bucket.
 
     Phase boundaries are listed under the table; the first and the last recompute are always
-    shown.
+    shown. A streams run (``curve.unit == "streams"``) has a column per stream name instead,
+    ``-`` where a phase lacks the stream, and ``*`` after a recompute that kept the previous
+    weights.
     """
+    if curve.unit == "streams":
+        return _streams_table(curve, max_rows)
     num_buckets = _max_buckets(curve)
     phases = curve.phases if len(curve.phases) == len(curve.steps) else [""] * len(curve.steps)
     phase_width = max([5, *(len(p) for p in phases)])
     header = f"{'step':>8}  {'phase':<{phase_width}} " + " ".join(
         f"{'b' + str(b):>6}" for b in range(num_buckets)
     )
-    stride = max(1, -(-len(curve.steps) // max_rows))
-    rows = list(range(0, len(curve.steps), stride))
-    if rows[-1] != len(curve.steps) - 1:
-        rows.append(len(curve.steps) - 1)
+    rows = _shown_rows(len(curve.steps), max_rows)
     lines = [
         f"bucket weights ({_bucket_counts(curve)} buckets, b0 = easiest, b{num_buckets - 1} = "
         "hardest; "
@@ -179,8 +222,54 @@ def render_table(curve: Curve, max_rows: int = 20) -> str:
     return "\n".join(lines)
 
 
+def _shown_rows(num_rows: int, max_rows: int) -> list[int]:
+    """Row indices evenly thinned to about ``max_rows``, the first and the last always in."""
+    stride = max(1, -(-num_rows // max_rows))
+    rows = list(range(0, num_rows, stride))
+    if rows[-1] != num_rows - 1:
+        rows.append(num_rows - 1)
+    return rows
+
+
+def _streams_table(curve: Curve, max_rows: int) -> str:
+    names = list(dict.fromkeys(n for row in curve.streams for n in row))
+    phases = curve.phases if len(curve.phases) == len(curve.steps) else [""] * len(curve.steps)
+    phase_width = max([5, *(len(p) for p in phases)])
+    widths = [max(6, len(n)) for n in names]
+    header = f"{'step':>8}  {'phase':<{phase_width}} " + " ".join(
+        f"{n:>{w}}" for n, w in zip(names, widths, strict=True)
+    )
+    lines = [
+        f"stream weights (signal {curve.signal}; {_bucket_counts(curve)} streams; "
+        f"{len(curve.steps)} recomputes"
+        + (f", floor {curve.floor:g}" if curve.floor is not None else "")
+        + (f", temperature {curve.temperature:g}" if curve.temperature is not None else "")
+        + ")",
+        header,
+        "-" * len(header),
+    ]
+    for i in _shown_rows(len(curve.steps), max_rows):
+        weight = dict(zip(curve.streams[i], curve.weights[i], strict=True))
+        lines.append(
+            f"{curve.steps[i]:>8}  {phases[i]:<{phase_width}} "
+            + " ".join(
+                f"{weight[n]:{w}.3f}" if n in weight else f"{'-':>{w}}"
+                for n, w in zip(names, widths, strict=True)
+            )
+            + (" *" if curve.kept[i] else "")
+        )
+    if curve.phase_starts:
+        lines.append(
+            "phases: " + ", ".join(f"{name} from step {s}" for s, name in curve.phase_starts)
+        )
+    if any(curve.kept):
+        lines.append(sw.KEPT_NOTE)
+    lines.append(sw.STREAMS_PHASE_START_NOTE)
+    return "\n".join(lines)
+
+
 def render_png(curve: Curve, out: Path) -> Path:
-    """Plot each bucket's weight over steps, with the phases shaded and their boundaries marked.
+    """Plot each bucket's (or stream's) weight over steps (:func:`figure`) to a PNG (110 dpi).
 
     Args:
         curve: The history (:func:`load_curve`).
@@ -188,6 +277,21 @@ def render_png(curve: Curve, out: Path) -> Path:
 
     Returns:
         ``out``. Uses matplotlib's Agg backend (no display needed).
+    """
+    import matplotlib.pyplot as plt
+
+    fig = figure(curve)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def figure(curve: Curve) -> Figure:
+    """The plot of :func:`render_png` (10 x 5 in); the caller closes it.
+
+    A line per bucket; for a streams run a line per stream name over each phase's recomputes.
+    Phases are shaded and their boundaries marked. Uses matplotlib's Agg backend (no display).
     """
     import matplotlib
 
@@ -226,29 +330,32 @@ def render_png(curve: Curve, out: Path) -> Path:
             color="0.25",
             fontweight="bold",
         )
-    for b in range(num_buckets):
-        label = f"bucket {b}"
-        if b == 0:
-            label += " (easiest)"
-        elif b == num_buckets - 1:
-            label += " (hardest)"
-        # NaN (not drawn) where the bucket does not exist: num_buckets may change at a phase
-        # boundary
-        ys = [w[b] if b < len(w) else math.nan for w in curve.weights]
-        first = 1.0 / len(curve.weights[0]) if b < len(curve.weights[0]) else math.nan
-        ys_line = [first] * len(head) + [*ys, ys[-1]]
-        ax.step(xs, ys_line, where="post", color=colors[b], linewidth=1.8, label=label)
-        ax.plot(curve.steps, ys, "o", color=colors[b], markersize=2.5)
-    uniform = [1.0 / len(w) for w in curve.weights]
-    ax.step(
-        xs,
-        [uniform[0]] * len(head) + [*uniform, uniform[-1]],
-        where="post",
-        color="0.5",
-        linestyle=":",
-        linewidth=1,
-        label="uniform 1/B",
-    )
+    if curve.unit == "streams":
+        _draw_streams(ax, curve, last_step)
+    else:
+        for b in range(num_buckets):
+            label = f"bucket {b}"
+            if b == 0:
+                label += " (easiest)"
+            elif b == num_buckets - 1:
+                label += " (hardest)"
+            # NaN (not drawn) where the bucket does not exist: num_buckets may change at a phase
+            # boundary
+            ys = [w[b] if b < len(w) else math.nan for w in curve.weights]
+            first = 1.0 / len(curve.weights[0]) if b < len(curve.weights[0]) else math.nan
+            ys_line = [first] * len(head) + [*ys, ys[-1]]
+            ax.step(xs, ys_line, where="post", color=colors[b], linewidth=1.8, label=label)
+            ax.plot(curve.steps, ys, "o", color=colors[b], markersize=2.5)
+        uniform = [1.0 / len(w) for w in curve.weights]
+        ax.step(
+            xs,
+            [uniform[0]] * len(head) + [*uniform, uniform[-1]],
+            where="post",
+            color="0.5",
+            linestyle=":",
+            linewidth=1,
+            label="uniform 1/B",
+        )
     if curve.floor is not None:
         ax.axhline(
             curve.floor, color="tab:red", linestyle=":", linewidth=1, label=f"floor {curve.floor:g}"
@@ -256,18 +363,57 @@ def render_png(curve: Curve, out: Path) -> Path:
     ax.set_xlim(first_step - 0.5, last_step + 0.5)
     ax.set_ylim(0.0, ymax)
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("bucket probability (sums to 1)")
-    subtitle = f"{_bucket_counts(curve)} loss-percentile buckets, {len(curve.steps)} recomputes"
+    name = f" — {curve.title}" if curve.title else ""
+    if curve.unit == "streams":
+        ax.set_xlabel("optimizer step  (until a phase's first recompute its own proportions hold)")
+        ax.set_ylabel("stream weight (sums to 1 over the phase's streams)")
+        subtitle = (
+            f"signal {curve.signal}, {_bucket_counts(curve)} streams, {len(curve.steps)} recomputes"
+        )
+        what = "stream weights"
+    else:
+        ax.set_ylabel("bucket probability (sums to 1)")
+        subtitle = f"{_bucket_counts(curve)} loss-percentile buckets, {len(curve.steps)} recomputes"
+        what = "bucket weights"
     if curve.temperature is not None:
         subtitle += f", temperature {curve.temperature:g}"
     if curve.floor is not None:
         subtitle += f", floor {curve.floor:g}"
-    name = f" — {curve.title}" if curve.title else ""
-    ax.set_title(f"curriculum_ds: dynamic bucket weights{name}\n{subtitle}", fontsize=11)
+    ax.set_title(f"curriculum_ds: dynamic {what}{name}\n{subtitle}", fontsize=11)
     ax.grid(axis="y", color="0.85", linewidth=0.6)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
+
+
+def _draw_streams(ax: Any, curve: Curve, last_step: int) -> None:
+    """A line per stream name and phase (a colour per name), and each phase's uniform 1/K.
+
+    A line ends where its phase does; the uniform level is dotted.
+    """
+    import matplotlib
+
+    rows: list[dict[str, Any]] = [
+        {"step": s, "phase": p, "unit": "streams" if names else "buckets", "streams": names}
+        | {"weights": w, "kept_previous": k}
+        for s, p, names, w, k in zip(
+            curve.steps, curve.phase_idx, curve.streams, curve.weights, curve.kept, strict=True
+        )
+    ]
+    lines = sw.weight_lines(rows)
+    cmap = matplotlib.colormaps["tab10"]
+    names = list(dict.fromkeys(line.label for line in lines))
+    colors = {n: cmap(i % 10) for i, n in enumerate(names)}
+    starts = [s for s, _ in curve.phase_starts]
+    ends: dict[int, float] = {}
+    for line in lines:
+        later = [s for s in starts if s > line.steps[-1]]
+        ends[line.phase] = later[0] - 0.5 if later else float(last_step)
+    sw.draw_lines(ax, lines, {s: float(s) for s in curve.steps}, ends, colors)
+    uniform_label = "uniform 1/K"
+    for phase, group in itertools.groupby(rows, key=lambda r: r["phase"]):
+        first = next(group)
+        k = len(first["weights"])
+        ends_at = ends[phase]
+        ax.hlines(1.0 / k, first["step"], ends_at, colors="0.5", ls=":", lw=1, label=uniform_label)
+        uniform_label = "_nolegend_"

@@ -12,12 +12,15 @@ x axis (cumulative global non-padding tokens), every phase shaded and named:
    phase's ``proportion_unit``, with its target (the configured proportions) dashed beside it
    (:mod:`~curriculum_ds.commands.report_shares`).
 4. the learning rate.
-5. the bucket probabilities over steps, when the run has dynamic re-weighting.
+5. the bucket probabilities over steps, when the run has dynamic re-weighting; with
+   ``dynamic.unit: "streams"`` the stream weights instead, a line per stream name and phase in
+   the stream's colour (:mod:`~curriculum_ds.commands.stream_weights`).
 
 A stream keeps its colour in every panel (a train and an eval stream of the same name share it).
 The text summary gives, per phase: its tokens and steps, and the final train and eval loss of each
 stream (train: the token-weighted mean over the phase's last :data:`FINAL_STEPS` steps; eval: the
-phase's last evaluation). Partial last lines of the JSONL files (a crash mid-write) are ignored.
+phase's last evaluation), and a streams run's last stream weights in the phase. Partial last
+lines of the JSONL files (a crash mid-write) are ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
+from curriculum_ds.commands import stream_weights as sw
 from curriculum_ds.commands.report_shares import (
     PhaseTarget,
     draw_targets,
@@ -200,6 +204,8 @@ def summary(report: RunReport) -> str:
             )
         if last_eval is not None:
             lines.append(f"  {'all eval tokens':<16} eval  {_fmt(last_eval.get('loss'))}")
+        if (weights := sw.final_weights(report.history, span.idx)) is not None:
+            lines.append(weights)
     return "\n".join(lines)
 
 
@@ -389,11 +395,20 @@ def _lr_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
 
 
 def _probs_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
-    del colors
     import matplotlib
 
     tokens_at = {r["step"]: r["tokens"] for r in report.metrics}
     rows = [h for h in report.history if h["step"] in tokens_at and h.get("weights")]
+    if any(sw.is_streams_row(h) for h in rows):  # a weight from step s on: x = tokens after s
+        title = f"stream weights (dynamic re-weighting, signal {sw.signals_label(rows)})"
+        ax.set_title(title, fontsize=10, loc="left")
+        ax.set_ylabel("weight", fontsize=9)
+        ends = {span.idx: float(span.end_tokens) for span in report.phases}
+        x_of = {step: float(t) for step, t in tokens_at.items()}
+        sw.draw_lines(ax, sw.weight_lines(rows), x_of, ends, colors)
+        ax.set_ylim(0, None)
+        _legend(ax)
+        return
     ax.set_title(
         "bucket probabilities (dynamic re-weighting; 0 = easiest)", fontsize=10, loc="left"
     )

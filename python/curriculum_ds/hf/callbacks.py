@@ -53,8 +53,10 @@ def curriculum_logs(
 
     ``curriculum/loss``, ``/lr``, ``/tokens``, ``/phase``, ``/streams/<name>/{loss,tokens}``
     (:func:`~curriculum_ds.records.monitors.step_events`), ``curriculum/bucket_probs/<i>`` after
-    a re-weighting, ``curriculum/eval/loss`` and ``curriculum/eval/<name>/loss`` after an
-    evaluation. HF's TensorBoard and W&B callbacks file them under ``train/``.
+    a re-weighting (``curriculum/stream_weights/<name>`` with ``dynamic.unit: "streams"``;
+    :func:`~curriculum_ds.records.monitors.bucket_events`), ``curriculum/eval/loss`` and
+    ``curriculum/eval/<name>/loss`` after an evaluation. HF's TensorBoard and W&B callbacks
+    file them under ``train/``.
     """
     events = step_events(record) if record is not None else []
     if reweighting is not None:

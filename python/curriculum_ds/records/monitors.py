@@ -18,6 +18,9 @@ tag                                 value
 ``curriculum/streams/<name>/tokens`` the step's non-padding input tokens from the stream
 ``curriculum/bucket_probs/<i>``     bucket i's sampling probability after a re-weighting
                                     recompute (dynamic re-weighting), at the recompute's step
+``curriculum/stream_weights/<name>`` with ``dynamic.unit: "streams"``, instead: stream
+                                    ``name``'s weight after a recompute, at its step (only the
+                                    streams of the recompute's phase)
 ``curriculum/eval/loss``            an evaluation's loss over all eval tokens (nats)
 ``curriculum/eval/<name>/loss``     an evaluation's loss on eval stream ``name`` (nats)
 =================================== ==========================================================
@@ -146,13 +149,23 @@ def bucket_events(record: HistoryRow) -> list[Event]:
     """The events of one ``curriculum_history.jsonl`` row (a re-weighting recompute).
 
     Args:
-        record: ``step`` and ``weights`` (the bucket probabilities, summing to 1).
+        record: ``step`` and ``weights`` (summing to 1): the bucket probabilities, or with
+            ``unit: "streams"`` the weights of the phase's streams, named by ``streams`` in
+            the same order.
 
     Returns:
-        ``curriculum/bucket_probs/<i>`` for each bucket i, x = ``record["step"]``.
+        ``curriculum/bucket_probs/<i>`` for each bucket i, or ``curriculum/stream_weights/
+        <name>`` for each stream of a streams row; x = ``record["step"]``. Deterministic.
     """
     step = int(record["step"])
-    return [(f"{PREFIX}/bucket_probs/{i}", float(p), step) for i, p in enumerate(record["weights"])]
+    weights = record["weights"]
+    if record.get("unit") == "streams":
+        names = record.get("streams") or []
+        return [
+            (f"{PREFIX}/stream_weights/{name}", float(w), step)
+            for name, w in zip(names, weights, strict=True)
+        ]
+    return [(f"{PREFIX}/bucket_probs/{i}", float(p), step) for i, p in enumerate(weights)]
 
 
 def eval_events(row: EvalRow) -> list[Event]:

@@ -80,3 +80,12 @@ def test_only_curriculum_ds_hf_imports_the_hf_trainer():
             if any(n in ("transformers.Trainer", "transformers.TrainerCallback") for n in names):
                 offenders.append(str(path.relative_to(package)))
     assert offenders == []
+
+
+def test_a_streams_reweighting_is_logged_as_stream_weights_by_name():
+    reweighting = {
+        "step": 7, "phase": 0, "unit": "streams", "signal": "loss", "streams": ["web", "code"],
+        "weights": [0.4, 0.6], "scores": None, "kept_previous": True,
+    }  # fmt: skip
+    logs = curriculum_logs(reweighting=reweighting)  # type: ignore[arg-type]
+    assert logs == {"curriculum/stream_weights/web": 0.4, "curriculum/stream_weights/code": 0.6}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from monitor_readers import assert_monitors_hold
+from stream_history import WEIGHTS, history_row
 
 from curriculum_ds.records.monitors import (
     CurriculumMonitor,
@@ -136,3 +137,17 @@ def test_tensorboard_csv_and_offline_wandb_hold_the_values(tmp_path, monkeypatch
         wandb_dir=tmp_path,
     )
     assert tb["Train/Samples/lr"] == pytest.approx({8: 1e-4, 16: 2e-4})
+
+
+def test_a_streams_recompute_gives_stream_weights_by_name():
+    """``dynamic.unit: "streams"``: ``curriculum/stream_weights/<name>`` per stream of the row's
+    phase, kept weights included; no ``bucket_probs``."""
+    events = [e for step in WEIGHTS for e in bucket_events(history_row(step))]  # type: ignore[arg-type]
+    assert _series(events) == {
+        "curriculum/stream_weights/docstrings": {10: 0.21, 20: 0.3},
+        "curriculum/stream_weights/code": {10: 0.24, 20: 0.3, 30: 0.5, 40: 0.35},
+        "curriculum/stream_weights/noise": {10: 0.55, 20: 0.4},
+        "curriculum/stream_weights/prose": {30: 0.5, 40: 0.65},
+    }
+    # an old row without unit, and a buckets row, keep their bucket tags
+    assert bucket_events({**HISTORY, "unit": "buckets"}) == bucket_events(HISTORY)  # type: ignore[typeddict-item]
