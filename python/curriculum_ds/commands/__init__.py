@@ -8,5 +8,6 @@ Modules, one concern each:
 - ``report``: ``curriculum-ds report``, one picture and a per-phase summary of a run.
 - ``curve``: ``curriculum-ds curve``, the bucket weights over steps (table and PNG).
 - ``export``: ``curriculum-ds export``, a checkpoint as a Hugging Face model folder.
+- ``score``: ``curriculum-ds score``, each sample's loss under a reference model as a column.
 - ``kernel_bench``: ``curriculum-ds bench``, the Rust kernels against numpy and torch.
 """
