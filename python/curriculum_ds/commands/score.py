@@ -106,10 +106,17 @@ def _read_folder(folder: Path, column: str, overwrite: bool) -> StreamInfo:
     """
     from curriculum_ds.data import read_stream_info
 
-    if not (folder / "index.json").is_file() or not (folder / META_FILENAME).is_file():
+    missing = None
+    if not folder.is_dir():
+        missing = "no such folder"
+    elif not (folder / "index.json").is_file():
+        missing = "no index.json"
+    elif not (folder / META_FILENAME).is_file():
+        missing = f"no {META_FILENAME}, where prepare lists the metric columns"
+    if missing is not None:
         raise DataError(
-            f"score: {folder} is not a prepared MDS folder (no index.json and {META_FILENAME}; "
-            "make one with `curriculum-ds prepare`)"
+            f"score: {folder} is not a prepared MDS folder ({missing}; make one with "
+            "`curriculum-ds prepare`)"
         )
     try:
         info = read_stream_info(folder)
