@@ -140,3 +140,24 @@ def test_a_sample_without_a_loss_bearing_token_scores_zero(tmp_path: Path, model
     np.testing.assert_allclose(
         written[:1], one_at_a_time(model_dir, samples(folder)[:1]), rtol=0, atol=1e-5
     )
+
+
+def test_validate_accepts_the_column_score_wrote(tmp_path: Path, model_dir: Path) -> None:
+    from click.testing import CliRunner
+    from helpers import two_phase_curriculum, write_ds_config
+
+    from curriculum_ds.cli import main
+
+    code, prose = two_folders(tmp_path)
+    result = invoke(code, prose, "--model", model_dir, "--column", "ref_loss", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    curriculum = two_phase_curriculum(code, prose)
+    curriculum["dynamic"] = {
+        "enabled": True,
+        "unit": "streams",
+        "signal": "excess_loss",
+        "reference_metric": "ref_loss",
+    }
+    cfg = write_ds_config(tmp_path / "ds.json", curriculum)
+    checked = CliRunner().invoke(main, ["validate", str(cfg), "--model", str(model_dir)])
+    assert checked.exit_code == 0, checked.output
