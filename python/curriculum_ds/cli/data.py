@@ -245,7 +245,9 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     config models (unknown top-level keys, ZeRO, scheduler params, monitor packages). The model
     check: every phase's max_seq_len fits the --model's positions. The data checks: every shard
     file matches its index (size, recorded hashes, header), a probe of samples decodes, and the
-    token ids fit the vocabulary the run will use. Every problem is one line; nothing is written.
+    token ids fit the vocabulary the run will use, and with dynamic re-weighting its metric
+    columns (static_metric for buckets, reference_metric for excess_loss) are there and finite.
+    Every problem is one line; nothing is written.
     With --resume-from: the resume rules' verdict, and the resume's own note line when the
     global batch at --num-gpus differs from the checkpoint's, or, with dynamic re-weighting, a
     note of what is kept and what can differ when only the world size does.
