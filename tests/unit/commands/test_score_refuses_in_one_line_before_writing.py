@@ -186,3 +186,21 @@ def test_a_folder_given_twice_and_a_bad_batch_size(tmp_path: Path, models: dict[
         "score: --batch-size must be an integer >= 1, got 0",
         code,
     )
+
+
+def test_a_non_finite_loss_writes_nothing(tmp_path: Path, models: dict[str, Path]) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    code, _ = two_folders(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(models["ok"], local_files_only=True)
+    with torch.no_grad():
+        model.transformer.ln_f.weight[0] = float("nan")  # every logit NaN
+    nan_model = tmp_path / "nan_model"
+    model.save_pretrained(nan_model)
+    _refused(
+        [code, "--model", nan_model, "--column", "ref_loss", "--device", "cpu"],
+        f"score: the model gives a non-finite loss (nan) on sample 0 of {code}; nothing "
+        "written there",
+        code,
+    )
