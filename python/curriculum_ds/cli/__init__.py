@@ -5,7 +5,7 @@ Thin by design: each command parses options and calls one plain function; a
 one place (``group.py``).
 
 - ``group.py``: the ``main`` group and its one-line error handling;
-- ``data.py``: ``prepare`` and ``validate``;
+- ``data.py``: ``prepare``, ``score`` and ``validate``;
 - ``runs.py``: ``launch``, ``demo``, ``ablate``, ``migrate``;
 - ``inspect_runs.py``: ``curve``, ``report``, ``export``, ``bench``.
 """

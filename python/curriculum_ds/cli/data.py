@@ -1,4 +1,4 @@
-"""``curriculum-ds prepare`` and ``validate``: data in, a config checked before any rank trains."""
+"""``curriculum-ds prepare``, ``score`` and ``validate``: data in, scored, checked before a run."""
 
 from __future__ import annotations
 
@@ -156,6 +156,68 @@ def prepare(
 
 
 @main.command()
+@click.argument("data", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--model",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="the reference model: a local Hugging Face causal-LM folder (e.g. what "
+    "`curriculum-ds export` writes); never downloaded",
+)
+@click.option(
+    "--column",
+    required=True,
+    help="the metric column to write (a plain identifier), what dynamic.reference_metric names",
+)
+@click.option(
+    "--batch-size",
+    default=16,
+    show_default=True,
+    type=int,
+    help="samples per forward pass (right-padded, attention-masked)",
+)
+@click.option(
+    "--device",
+    default=None,
+    help="a torch device, e.g. cpu or cuda:1 (default: cuda if available, else cpu)",
+)
+@click.option("--overwrite", is_flag=True, help="replace the column where it exists already")
+def score(
+    data: tuple[Path, ...],
+    model: Path,
+    column: str,
+    batch_size: int,
+    device: str | None,
+    overwrite: bool,
+) -> None:
+    """Write each sample's mean token loss under a reference model as a metric column.
+
+    For every sample of every prepared MDS folder DATA: its mean next-token cross-entropy (nats)
+    over its loss-bearing tokens under --model, the same per-sample loss the training step
+    gathers, written as metric column --column of the folder (metrics.npz, atomically; the
+    shards, index.json and the other columns unchanged). It is what
+    `dynamic.signal: "excess_loss"` subtracts (`dynamic.reference_metric: NAME`).
+
+    Refused in one line, before anything is written in any folder: a --model that does not
+    load, a DATA that is not a folder made by `curriculum-ds prepare`, a model vocabulary or
+    context too small for the data, a --column that is empty, not a plain identifier or one of
+    prepare's own, or that a folder has already (without --overwrite).
+    """
+    from curriculum_ds.commands.score import score as score_fn
+
+    score_fn(
+        list(data),
+        model,
+        column,
+        batch_size=batch_size,
+        device=device,
+        overwrite=overwrite,
+        progress=sys.stderr.isatty(),  # a bar only on a terminal, as prepare's
+        on_folder=lambda summary: click.echo(summary.describe()),
+    )
+
+
+@main.command()
 @click.argument("ds_config", type=click.Path(path_type=Path))
 @click.option(
     "--resume-from",
@@ -183,7 +245,9 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     config models (unknown top-level keys, ZeRO, scheduler params, monitor packages). The model
     check: every phase's max_seq_len fits the --model's positions. The data checks: every shard
     file matches its index (size, recorded hashes, header), a probe of samples decodes, and the
-    token ids fit the vocabulary the run will use. Every problem is one line; nothing is written.
+    token ids fit the vocabulary the run will use, and with dynamic re-weighting its metric
+    columns (static_metric for buckets, reference_metric for excess_loss) are there and finite.
+    Every problem is one line; nothing is written.
     With --resume-from: the resume rules' verdict, and the resume's own note line when the
     global batch at --num-gpus differs from the checkpoint's, or, with dynamic re-weighting, a
     note of what is kept and what can differ when only the world size does.

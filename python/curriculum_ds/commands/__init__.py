@@ -10,5 +10,6 @@ Modules, one concern each:
 - ``stream_weights``: the stream weights of ``dynamic.unit: "streams"``, for ``curve`` and
   ``report``.
 - ``export``: ``curriculum-ds export``, a checkpoint as a Hugging Face model folder.
+- ``score``: ``curriculum-ds score``, each sample's loss under a reference model as a column.
 - ``kernel_bench``: ``curriculum-ds bench``, the Rust kernels against numpy and torch.
 """

@@ -32,6 +32,10 @@ Per-sample metric columns (each also an MDS column):
   Laws" (2024). Samples of a few dozen bytes sit near or above 1.0 because DEFLATE has a fixed
   cost; compare it between samples of similar length. 1.0 for a sample that is only EOS.
 
+Columns added later are in ``metrics.npz`` and ``metric_columns`` only (not MDS columns):
+``curriculum-ds score --column NAME`` writes ``NAME`` (float64, nats), each sample's mean token
+loss under a reference model, which ``dynamic.reference_metric`` names.
+
 Loading for training goes through :func:`open_stream`, which sets ``LOCAL_WORLD_SIZE`` for
 mosaicml-streaming first (see :func:`curriculum_ds.distributed.ensure_local_world_size`).
 :func:`verify_stream` checks the shard files against ``index.json`` and decodes a few samples
@@ -43,14 +47,17 @@ Parquet, saved HF datasets), ``packing`` (rows: split or packed; padding fractio
 ``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``split``
 (``prepare_split``: a held-out folder by document, ``prepare --val-fraction``), ``index``
 (``index.json`` and the sidecar file names), ``info`` (:func:`read_stream_info`), ``verify``
-(:func:`verify_stream`), ``streams`` (:func:`open_stream`, :func:`close_stream` and the
-mosaicml-streaming shared-memory workarounds), ``remote`` (:func:`sync_stream_metadata`: a
-remote stream's listing, index and sidecar files). Every name below is re-exported here.
+(:func:`verify_stream`), ``metric_store`` (:func:`write_metric_column`: a column added to
+``metrics.npz`` later, by ``curriculum-ds score``), ``streams`` (:func:`open_stream`,
+:func:`close_stream` and the mosaicml-streaming shared-memory workarounds), ``remote``
+(:func:`sync_stream_metadata`: a remote stream's listing, index and sidecar files). Every name
+below is re-exported here.
 """
 
 from curriculum_ds.data.documents import json_limit_reason
 from curriculum_ds.data.index import DATASET_FORMAT, META_FILENAME, METRICS_FILENAME
 from curriculum_ds.data.info import StreamInfo, read_stream_info
+from curriculum_ds.data.metric_store import write_metric_column
 from curriculum_ds.data.metrics import METRIC_COLUMNS, compression_ratio, token_entropy
 from curriculum_ds.data.remote import sync_stream_metadata
 from curriculum_ds.data.streams import close_stream, open_stream
@@ -91,4 +98,5 @@ __all__ = [
     "sync_stream_metadata",
     "token_entropy",
     "verify_stream",
+    "write_metric_column",
 ]

@@ -2,7 +2,7 @@
 
 :func:`check_streams` checks what :mod:`curriculum_ds.preflight.streams` read (shard files, a
 decoded probe, one tokenizer and vocabulary for all streams, token ids within the model's
-vocabulary, finite values in the dynamic re-weighting's metric column);
+vocabulary, finite values in the dynamic re-weighting's metric columns);
 :func:`check_packed_rows` refuses packed rows longer than a phase's ``max_seq_len`` (the loader
 calls it too). Every refusal is a :class:`~curriculum_ds.errors.ConfigError` naming the JSON path
 (and phase). Touches no RNG; deterministic.
@@ -73,10 +73,14 @@ def check_streams(
     * The ``eval`` streams pass the same checks as the train streams (their errors name
       ``curriculum.eval.streams[j].local``).
     * A packed stream's rows must fit every phase that reads it (:func:`check_packed_rows`).
-    * With dynamic re-weighting, every train stream must have the ``static_metric`` column, and
-      its values must be finite (the bucketing refuses a NaN or an infinity). ``num_tokens``
-      cannot bucket a packed stream (every row but the last has the same length: the lone short
-      row would fill a bucket of its own and be drawn at that bucket's probability).
+    * With dynamic re-weighting over buckets (``unit: "buckets"``), every train stream must have
+      the ``static_metric`` column, and its values must be finite (the bucketing refuses a NaN
+      or an infinity). ``num_tokens`` cannot bucket a packed stream (every row but the last has
+      the same length: the lone short row would fill a bucket of its own and be drawn at that
+      bucket's probability). ``unit: "streams"`` has no buckets: ``static_metric`` is unused.
+    * With dynamic re-weighting by ``signal: "excess_loss"`` (either unit), every train stream
+      of every phase must have the ``reference_metric`` column (``curriculum-ds score``), every
+      value finite.
 
     A stream with a ``remote`` is checked there instead of on disk
     (:func:`curriculum_ds.data.sync_stream_metadata`): the remote must answer and hold
@@ -99,9 +103,10 @@ def check_streams(
             unreadable, empty, a shard file missing/truncated/corrupt, another vocab_size or
             tokenizer, a token id out of range, no known vocab_size, packed rows longer than the
             phase's max_seq_len), ``--model`` when its folder
-            or ``vocab_size`` cannot be read, or ``curriculum.dynamic.static_metric`` when dynamic
-            re-weighting is enabled and a stream lacks that metric column or holds a non-finite
-            value in it (naming the stream, the column and the sample index).
+            or ``vocab_size`` cannot be read, or ``curriculum.dynamic.static_metric`` (buckets)
+            or ``curriculum.dynamic.reference_metric`` (excess_loss) when dynamic re-weighting
+            is enabled and a stream lacks that metric column or holds a non-finite value in it
+            (naming the stream, the column and the sample index).
     """
     infos, token_ranges = _read_streams(cfg, verify_hashes=strict)
     streams = _all_streams(cfg)
@@ -183,6 +188,16 @@ def check_streams(
 
     if not cfg.dynamic.enabled:
         return
+    if cfg.dynamic.signal == "excess_loss" and cfg.dynamic.reference_metric is not None:
+        _check_metric_column(
+            cfg,
+            infos,
+            field="reference_metric",
+            metric=cfg.dynamic.reference_metric,
+            fix="re-run `curriculum-ds score`",
+        )
+    if cfg.dynamic.unit == "streams":
+        return  # static_metric buckets samples; the streams unit has no buckets
     metric = cfg.dynamic.static_metric
     for where, stream in _all_streams(cfg, eval_streams=False):
         if metric == "num_tokens" and getattr(infos[stream.local], "packed", False):
@@ -192,23 +207,46 @@ def check_streams(
                 "), so it cannot order packed rows by difficulty; set static_metric to "
                 '"compression_ratio" or "token_entropy"'
             )
+    _check_metric_column(
+        cfg, infos, field="static_metric", metric=metric, fix="re-run `curriculum-ds prepare`"
+    )
+
+
+def _check_metric_column(
+    cfg: CurriculumConfig, infos: Mapping[str, Any], *, field: str, metric: str, fix: str
+) -> None:
+    """Every train stream of every phase has metric column ``metric``, every value finite.
+
+    Args:
+        cfg: the validated curriculum.
+        infos: each stream's info (``metrics``: column name → values), keyed by ``local``.
+        field: the ``curriculum.dynamic`` field that names the column, for the message.
+        metric: the column.
+        fix: what to do about a non-finite value, for the message.
+
+    Raises:
+        ConfigError: ``curriculum.dynamic.<field>: stream "<local>" (<JSON path>) has no metric
+            column ...`` (naming the columns it has), or ``...: metric column "<metric>" of
+            metrics.npz is nan at sample 5; ...``.
+    """
+    for where, stream in _all_streams(cfg, eval_streams=False):
         metrics = getattr(infos[stream.local], "metrics", None)
         if not isinstance(metrics, Mapping):
             continue
         if metric not in metrics:
             have = ", ".join(sorted(metrics)) or "none"
             raise ConfigError(
-                f"curriculum.dynamic.static_metric: stream {show_value(stream.local)} "
+                f"curriculum.dynamic.{field}: stream {show_value(stream.local)} "
                 f"({where.removeprefix('curriculum.')}) has no "
                 f"metric column {show_value(metric)} (it has: {have})"
             )
         bad = _first_non_finite(metrics[metric])
         if bad is not None:
             raise ConfigError(
-                f"curriculum.dynamic.static_metric: stream {show_value(stream.local)} "
+                f"curriculum.dynamic.{field}: stream {show_value(stream.local)} "
                 f"({where.removeprefix('curriculum.')}): metric column {show_value(metric)} of "
                 f"metrics.npz is {bad[1]} at sample {bad[0]}; every value must be finite "
-                "(re-run `curriculum-ds prepare`)"
+                f"({fix})"
             )
 
 

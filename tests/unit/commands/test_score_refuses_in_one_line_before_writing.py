@@ -1,0 +1,206 @@
+"""`curriculum-ds score` refuses bad input in one line, exit 1, before writing in any folder.
+
+A model folder that does not load, a DATA path that is not a prepared MDS folder, a model whose
+vocabulary or context is too small for the data (the largest id recorded by prepare, or read
+when not recorded), a --column that is empty, not a plain identifier or one of prepare's own, or
+one a folder has already without --overwrite: each is its exact line, and every file of every
+DATA folder keeps its bytes (the metric store included).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import one_error_line
+from score_fixtures import folder_bytes, invoke, tiny_gpt2, two_folders
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("models")
+    broken = root / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "no_such_architecture"}')
+    return {
+        "ok": tiny_gpt2(root),
+        "small_vocab": tiny_gpt2(root, vocab_size=200),
+        "short": tiny_gpt2(root, n_positions=32),
+        "broken": broken,
+        "missing": root / "no_such_folder",
+    }
+
+
+def _refused(args: list[Any], line: str, *folders: Path) -> None:
+    """``score ARGS`` prints exactly ``Error: <line>``, exits 1 and leaves every folder as is."""
+    before = {folder: folder_bytes(folder) for folder in folders}
+    assert one_error_line(invoke(*args)) == f"Error: {line}"
+    assert {folder: folder_bytes(folder) for folder in folders} == before
+
+
+def _foreign(root: Path) -> Path:
+    """An MDS folder written by mosaicml-streaming directly: no curriculum_meta.json."""
+    from streaming import MDSWriter
+
+    out = root / "foreign"
+    with MDSWriter(out=str(out), columns={"input_ids": "ndarray:int32"}, progress_bar=False) as w:
+        w.write({"input_ids": np.arange(5, dtype=np.int32)})
+    return out
+
+
+def test_a_model_folder_that_does_not_load(tmp_path: Path, models: dict[str, Path]) -> None:
+    code, prose = two_folders(tmp_path)
+    missing, broken = models["missing"], models["broken"]
+    _refused(
+        [code, prose, "--model", missing, "--column", "ref_loss"],
+        f"score: --model {missing} is not a folder (no download ever)",
+        code,
+        prose,
+    )
+    before = {f: folder_bytes(f) for f in (code, prose)}
+    line = one_error_line(invoke(code, prose, "--model", broken, "--column", "ref_loss"))
+    assert line.startswith(f"Error: score: --model {broken} is not a loadable causal-LM folder: ")
+    assert "no_such_architecture" in line
+    assert {f: folder_bytes(f) for f in (code, prose)} == before
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda root: root / "nothing_here", "no such folder"),
+        (lambda root: (root / "empty").mkdir() or root / "empty", "no index.json"),
+        (_foreign, "no curriculum_meta.json, where prepare lists the metric columns"),
+    ],
+    ids=["missing", "empty-folder", "foreign-mds"],
+)
+def test_a_data_path_that_is_not_a_prepared_mds_folder(
+    tmp_path: Path, models: dict[str, Path], make: Callable[[Path], Path], why: str
+) -> None:
+    code, _ = two_folders(tmp_path)
+    bad = make(tmp_path)
+    _refused(
+        [code, bad, "--model", models["ok"], "--column", "ref_loss"],
+        f"score: {bad} is not a prepared MDS folder ({why}; make one with `curriculum-ds prepare`)",
+        code,
+    )
+
+
+def test_a_truncated_shard_is_named(tmp_path: Path, models: dict[str, Path]) -> None:
+    code, prose = two_folders(tmp_path)
+    shard = next(prose.glob("shard.*.mds"))
+    shard.write_bytes(shard.read_bytes()[:-3])
+    size = shard.stat().st_size
+    _refused(
+        [code, prose, "--model", models["ok"], "--column", "ref_loss"],
+        f"score: {prose} is not a prepared MDS folder: MDS dataset {prose}: shard file "
+        f"{shard.name} has {size} bytes but index.json records {size + 3} (truncated or corrupt)",
+        code,
+        prose,
+    )
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded-by-prepare", "read"])
+def test_a_vocabulary_smaller_than_the_data(
+    tmp_path: Path, models: dict[str, Path], recorded: bool
+) -> None:
+    code, prose = two_folders(tmp_path)
+    if not recorded:  # a dataset prepared before max_token_id was recorded
+        meta_path = code / "curriculum_meta.json"
+        meta = json.loads(meta_path.read_text())
+        del meta["max_token_id"]
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    model = models["small_vocab"]
+    _refused(
+        [code, prose, "--model", model, "--column", "ref_loss"],
+        f"score: model {model} has vocab_size 200, but {code} holds token id 256",
+        code,
+        prose,
+    )
+
+
+def test_a_context_shorter_than_the_longest_sample(tmp_path: Path, models: dict[str, Path]) -> None:
+    code, prose = two_folders(tmp_path)
+    model = models["short"]
+    _refused(
+        [code, prose, "--model", model, "--column", "ref_loss"],
+        f"score: model {model} has 32 positions (n_positions), but {code} holds a sample of "
+        "64 tokens",
+        code,
+        prose,
+    )
+
+
+@pytest.mark.parametrize(
+    ("column", "line"),
+    [
+        ("", "score: --column is empty; name the metric column to write"),
+        (
+            "ref-loss",
+            'score: --column "ref-loss" is not a plain identifier (ASCII letters, digits and _, '
+            "not starting with a digit)",
+        ),
+        (
+            "1st",
+            'score: --column "1st" is not a plain identifier (ASCII letters, digits and _, '
+            "not starting with a digit)",
+        ),
+        (
+            "token_entropy",
+            'score: --column "token_entropy" is one of prepare\'s own columns (input_ids, '
+            "num_tokens, token_entropy, compression_ratio); choose another name",
+        ),
+    ],
+    ids=["empty", "hyphen", "digit-first", "prepares-own"],
+)
+def test_a_bad_column_name(tmp_path: Path, models: dict[str, Path], column: str, line: str) -> None:
+    code, _ = two_folders(tmp_path)
+    _refused([code, "--model", models["ok"], "--column", column], line, code)
+
+
+def test_an_existing_column_needs_overwrite(tmp_path: Path, models: dict[str, Path]) -> None:
+    code, prose = two_folders(tmp_path)
+    first = invoke(prose, "--model", models["ok"], "--column", "ref_loss", "--device", "cpu")
+    assert first.exit_code == 0, first.output
+    # code has no such column yet, prose has: nothing is written in either
+    _refused(
+        [code, prose, "--model", models["ok"], "--column", "ref_loss"],
+        f'score: {prose} already has a metric column "ref_loss" (pass --overwrite to replace it)',
+        code,
+        prose,
+    )
+
+
+def test_a_folder_given_twice_and_a_bad_batch_size(tmp_path: Path, models: dict[str, Path]) -> None:
+    code, _ = two_folders(tmp_path)
+    _refused(
+        [code, code, "--model", models["ok"], "--column", "ref_loss"],
+        f"score: {code} is given twice",
+        code,
+    )
+    _refused(
+        [code, "--model", models["ok"], "--column", "ref_loss", "--batch-size", 0],
+        "score: --batch-size must be an integer >= 1, got 0",
+        code,
+    )
+
+
+def test_a_non_finite_loss_writes_nothing(tmp_path: Path, models: dict[str, Path]) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    code, _ = two_folders(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(models["ok"], local_files_only=True)
+    with torch.no_grad():
+        model.transformer.ln_f.weight[0] = float("nan")  # every logit NaN
+    nan_model = tmp_path / "nan_model"
+    model.save_pretrained(nan_model)
+    _refused(
+        [code, "--model", nan_model, "--column", "ref_loss", "--device", "cpu"],
+        f"score: the model gives a non-finite loss (nan) on sample 0 of {code}; nothing "
+        "written there",
+        code,
+    )
