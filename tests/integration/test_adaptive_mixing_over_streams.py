@@ -1,13 +1,18 @@
 """Adaptive mixing over streams on real ranks: 2 CPU gloo ranks under the deepspeed launcher.
 
-Two English-like text streams and one stream of random characters (noise, unlearnable) at a
-natural mix in tokens (0.35 / 0.35 / 0.30), ``dynamic.unit: "streams"``:
+Two learnable text streams (cycles of letters and of digits from a random start: a few steps
+learn their characters, a few dozen their order) and one stream of random printable characters
+(noise: nothing to learn beyond its uniform character distribution) at a natural mix in tokens
+(0.35 / 0.35 / 0.30), ``dynamic.unit: "streams"``:
 
 * ``signal: "loss"`` chases the noise: it ends with the largest mean weight.
 * ``signal: "excess_loss"``, against a reference made the way a user makes one (a short
-  uniform-mix run exported with ``--export-final``, then ``curriculum-ds score`` of the three
-  train folders into column ``ref_loss``): the noise ends with the smallest mean weight, and its
-  realised token share falls below its natural share.
+  uniform-mix run, twice the runs' tokens, exported with ``--export-final``, then
+  ``curriculum-ds score`` of the three train folders into column ``ref_loss``): the noise ends
+  with the smallest mean weight, and its realised token share falls below its natural share.
+  (The reference being ahead of the run on text is what makes text's excess loss the larger:
+  once a run catches up with its reference everywhere, every excess is ~0 and the weights drift
+  to uniform; the mean over the run is DoReMi's domain weights.)
 * Every signal (loss, excess_loss, learnability): a run killed (SIGKILL) after step 10 and resumed
   with ``--resume auto`` from its step-8 checkpoint has the uninterrupted run's sample trace and
   weight history; both ranks hold the same weights and window.
@@ -27,7 +32,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import history, launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import history, launch_many, make_dataset, metrics, trace, write_ds_config
 
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.data import read_stream_info
@@ -35,10 +40,21 @@ from curriculum_ds.data import read_stream_info
 pytestmark = pytest.mark.distributed
 
 NATURAL = {"text_a": 0.35, "text_b": 0.35, "noise": 0.30}
-STEPS_TOKENS = "7000tok"  # ~27 steps of 8 samples
+STEPS_TOKENS = "7000tok"  # ~22 steps of 8 samples
+REFERENCE_TOKENS = "14000tok"  # the reference trains longer: it stays ahead of the runs on text
 SAVE_INTERVAL = 4
 KILL_AFTER = 10  # latest is then global_step8
 SIGNALS = ("loss", "excess_loss", "learnability")
+
+
+def _cycle_docs(num_docs: int, alphabet: str, *, seed: int) -> list[str]:
+    """Runs of ``alphabet`` in order, from a random start, of 20-60 characters."""
+    rng = random.Random(seed)
+    docs = []
+    for _ in range(num_docs):
+        start, length = rng.randrange(len(alphabet)), rng.randint(20, 60)
+        docs.append("".join(alphabet[(start + i) % len(alphabet)] for i in range(length)))
+    return docs
 
 
 def _noise_docs(num_docs: int, *, seed: int) -> list[str]:
@@ -51,19 +67,23 @@ def _noise_docs(num_docs: int, *, seed: int) -> list[str]:
 
 
 def _curriculum(
-    folders: dict[str, Path], dynamic: dict[str, Any] | None, *, uniform: bool = False
+    folders: dict[str, Path],
+    dynamic: dict[str, Any] | None,
+    *,
+    uniform: bool = False,
+    tokens: str = STEPS_TOKENS,
 ) -> dict[str, Any]:
     streams = [
         {"local": str(folders[name]), "proportion": 1 / 3 if uniform else share}
         for name, share in NATURAL.items()
     ]
     cur: dict[str, Any] = {
-        "max_duration": STEPS_TOKENS,
+        "max_duration": tokens,
         "seed": 5,
         "schedule": [
             {
                 "name": "mix",
-                "duration": STEPS_TOKENS,
+                "duration": tokens,
                 "train_loader": {
                     "streams": streams,
                     "max_seq_len": 64,
@@ -76,7 +96,7 @@ def _curriculum(
         cur["dynamic"] = {
             "enabled": True,
             "unit": "streams",
-            "window": 24,
+            "window": 48,
             "recompute_every_n_steps": 3,
             "floor": 0.05,
             **dynamic,
@@ -104,11 +124,14 @@ def _config(root: Path, name: str, curriculum: dict[str, Any]) -> Path:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("streams_e2e")
     folders = {
-        "text_a": make_dataset(root, "text_a", ragged_docs(200, seed=11, min_len=20, max_len=60)),
-        "text_b": make_dataset(root, "text_b", ragged_docs(200, seed=12, min_len=20, max_len=60)),
+        "text_a": make_dataset(
+            root, "text_a", _cycle_docs(200, "abcdefghijklmnopqrstuvwxyz ", seed=11)
+        ),
+        "text_b": make_dataset(root, "text_b", _cycle_docs(200, "0123456789+-*/=", seed=12)),
         "noise": make_dataset(root, "noise", _noise_docs(200, seed=13)),
     }
-    ref_cfg = _config(root, "reference", _curriculum(folders, None, uniform=True))
+    reference = _curriculum(folders, None, uniform=True, tokens=REFERENCE_TOKENS)
+    ref_cfg = _config(root, "reference", reference)
     configs = {s: _config(root, s, _curriculum(folders, DYNAMIC[s])) for s in SIGNALS}
     full = {s: root / f"{s}_full" for s in SIGNALS}
     killed = {s: root / f"{s}_killed" for s in SIGNALS}
@@ -219,7 +242,7 @@ def test_killed_and_resumed_run_has_the_uninterrupted_trace_and_history(runs, si
     a = [{k: r.get(k) for k in keys} for r in history(full)]
     b = [{k: r.get(k) for k in keys} for r in history(killed)]
     assert b == a
-    assert len(a) >= 8
+    assert len(a) >= 6
 
 
 @pytest.mark.parametrize("signal", SIGNALS)
