@@ -89,10 +89,18 @@ def launch(
 @click.option(
     "--max-duration", default=None, help="override the demo's total tokens, e.g. 400000tok"
 )
-def demo(out: Path, num_gpus: int | None, max_duration: str | None) -> None:
+@click.option(
+    "--data-only",
+    is_flag=True,
+    help="only build the corpus and datamixes under OUT/data (docstrings, code, noise), no run",
+)
+def demo(out: Path, num_gpus: int | None, max_duration: str | None, data_only: bool) -> None:
     """Real text from Python's stdlib → two datamixes → a 2-phase dynamic curriculum run."""
-    from curriculum_ds.commands.demo import run_demo
+    from curriculum_ds.commands.demo import build_demo_data, run_demo
 
+    if data_only:
+        click.echo(f"demo data: {build_demo_data(out.resolve())}")
+        return
     sys.exit(run_demo(out, num_gpus=num_gpus, max_duration=max_duration))
 
 

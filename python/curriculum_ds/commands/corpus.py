@@ -15,6 +15,9 @@ that are not UTF-8 or fail to parse, and docstrings holding a lone surrogate (wr
 (sorted relative path, then ranked by SHA-1 of that path so that a size cap samples modules from
 the whole library rather than the alphabet's first letters). The output depends only on the
 Python installation and the arguments.
+
+A third mix, ``noise`` (:func:`write_noise_corpus`), is unlearnable text for ablations: random
+printable characters from a seeded RNG, in documents as long as the ``easy`` mix's docstrings.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import ast
 import hashlib
 import json
 import os
+import random
+import string
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +37,12 @@ from curriculum_ds.errors import DataError
 __all__ = [
     "EASY_MAX_BYTES",
     "HARD_MIN_BYTES",
+    "NOISE_ALPHABET",
+    "NOISE_DOCS_PER_DOCSTRING",
+    "NOISE_SEED",
     "build_stdlib_corpus",
     "stdlib_source_files",
+    "write_noise_corpus",
 ]
 
 EASY_MAX_BYTES = 300
@@ -44,6 +53,15 @@ HARD_MIN_BYTES = 2_000
 """Shortest module source (UTF-8 bytes) in the ``hard`` mix."""
 DEFAULT_MAX_BYTES_PER_MIX = 3_000_000
 """Default cap on each mix's total text, in UTF-8 bytes (~3 M byte-level tokens)."""
+
+NOISE_ALPHABET = string.ascii_letters + string.digits + string.punctuation + " "
+"""The 95 printable ASCII characters a ``noise`` document draws from, uniformly: one byte-level
+token each, so no model can get below ln 95 = 4.55 nats per token on it."""
+NOISE_DOCS_PER_DOCSTRING = 2
+"""``noise`` documents per ``easy`` docstring, each as long as that docstring (UTF-8 bytes):
+about twice the docstrings' tokens."""
+NOISE_SEED = 0
+"""Seed of the ``noise`` mix's RNG (:class:`random.Random`, stable across Python versions)."""
 
 _SKIP_DIRS = frozenset(
     {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
@@ -203,3 +221,49 @@ def build_stdlib_corpus(
     _write_jsonl(paths["easy"], easy)
     _write_jsonl(paths["hard"], hard)
     return paths
+
+
+def write_noise_corpus(
+    path: Path,
+    easy: Path,
+    *,
+    copies: int = NOISE_DOCS_PER_DOCSTRING,
+    seed: int = NOISE_SEED,
+) -> Path:
+    """Write the ``noise`` mix: unlearnable text, as JSONL, with the ``easy`` mix's lengths.
+
+    For each pass ``c < copies`` over the docstrings of ``easy`` (a JSONL file written by
+    :func:`build_stdlib_corpus`), one document of as many characters as that docstring has UTF-8
+    bytes, each character drawn uniformly from :data:`NOISE_ALPHABET` by one seeded RNG.
+    Deterministic for a given ``easy`` file, ``copies`` and ``seed``.
+
+    Args:
+        path: The JSONL file to write (replaced atomically when present).
+        easy: The ``easy`` mix whose document lengths the noise copies.
+        copies: Noise documents per docstring (>= 1).
+        seed: The RNG's seed.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        DataError: ``copies`` < 1 or an empty ``easy`` mix.
+    """
+    if copies < 1:
+        raise DataError(f"copies must be >= 1, got {copies}")
+    lengths = [
+        len(json.loads(line)["text"].encode("utf-8"))
+        for line in Path(easy).read_text(encoding="utf-8").splitlines()
+    ]
+    if not lengths:
+        raise DataError(f"noise corpus: the easy mix {easy} is empty")
+    rng = random.Random(seed)
+    records = [
+        {"text": "".join(rng.choices(NOISE_ALPHABET, k=n)), "source": f"noise-{c}-{i}"}
+        for c in range(copies)
+        for i, n in enumerate(lengths)
+    ]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_jsonl(path, records)
+    return path

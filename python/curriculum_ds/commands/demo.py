@@ -6,7 +6,10 @@
    each with a held-out split (every :data:`HELD_OUT_EVERY`-th document) under ``data/val/``.
    The docstrings (79 tokens each on average) are packed into full rows of 128 tokens, the first
    phase's ``max_seq_len`` (``prepare --pack``): unpacked, 38% of a micro-batch's token slots
-   were padding. The code (long modules) is split into rows of 256 tokens.
+   were padding. The code (long modules) is split into rows of 256 tokens. A third datamix,
+   ``noise`` (random printable characters, the docstrings' lengths, packed the same way), is
+   prepared for the noisy-domain ablation (configs/experiments/noisy_domain.json); the demo's own
+   run does not use it.
 3. A ds_config with a two-phase schedule (docstrings only, then a 30/70 mix at longer sequence
    length), dynamic bucket re-weighting on, a token-based lr schedule (``lr_schedule``: warmup
    over 5% of the tokens, then cosine to 10% of the peak), and an evaluation of both held-out
@@ -28,6 +31,7 @@ import click
 __all__ = [
     "DOCSTRINGS_ROW_LEN",
     "HELD_OUT_EVERY",
+    "build_demo_data",
     "demo_ds_config",
     "run_demo",
     "split_held_out",
@@ -127,21 +131,25 @@ def split_held_out(jsonl: Path, every: int = HELD_OUT_EVERY) -> tuple[Path, Path
     return train, val
 
 
-def build_demo_data(out: Path) -> Path:
+def build_demo_data(out: Path, *, stdlib: Path | None = None, max_docs: int | None = None) -> Path:
     """Prepare the demo's datamixes under ``out/data``; returns that folder.
 
-    ``train/`` and held-out ``val/``, each with ``docstrings`` and ``code``, from the stdlib corpus
-    in ``out/corpus``; reused when present and prepared the same way. Also the data of
-    bench/bench_dynamic_overhead.py.
+    ``train/`` and held-out ``val/``, each with ``docstrings``, ``code`` and ``noise``, from the
+    stdlib corpus in ``out/corpus`` (``noise``: :func:`~curriculum_ds.commands.corpus.
+    write_noise_corpus`, unlearnable text as long as the docstrings); reused when present and
+    prepared the same way. Also the data of bench/bench_dynamic_overhead.py. ``stdlib`` and
+    ``max_docs``: the corpus's (tests).
     """
-    from curriculum_ds.commands.corpus import build_stdlib_corpus
+    from curriculum_ds.commands.corpus import build_stdlib_corpus, write_noise_corpus
     from curriculum_ds.data import prepare
 
     data_dir = out / "data"
-    mixes = build_stdlib_corpus(out / "corpus")
+    mixes = build_stdlib_corpus(out / "corpus", max_docs=max_docs, stdlib=stdlib)
+    noise = write_noise_corpus(out / "corpus" / "noise.jsonl", mixes["easy"])
     for name, source, row_len, pack in (
         ("docstrings", mixes["easy"], DOCSTRINGS_ROW_LEN, True),
         ("code", mixes["hard"], 256, False),
+        ("noise", noise, DOCSTRINGS_ROW_LEN, True),
     ):
         splits = dict(zip(("train", "val"), split_held_out(source), strict=True))
         for split, path in splits.items():

@@ -6,6 +6,7 @@ data checks run when ``curriculum-ds ablate`` starts.)"""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from curriculum_ds.lr_schedule import LRSchedule
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "configs" / "experiments"
 
 
-@pytest.mark.parametrize("name", ["anneal", "phases"])
+@pytest.mark.parametrize("name", ["anneal", "phases", "noisy_domain"])
 def test_shipped_experiment_arms_are_comparable(name):
     spec = json.loads((EXPERIMENTS / f"{name}.json").read_text())
     base = json.loads((EXPERIMENTS / spec["base"]).read_text())
@@ -80,3 +81,94 @@ def test_the_anneal_ramp_arm_moves_the_same_code_tokens_as_the_phase_switch():
     assert str(ramp.lr_schedule.decay) == str(anneal.schedule[-1].duration) == "36000tok"
     ramp_lr, anneal_lr = LRSchedule.from_config(ramp), LRSchedule.from_config(anneal)
     assert ramp_lr == anneal_lr
+
+
+def test_every_shipped_experiment_is_tested() -> None:
+    shipped = {p.stem for p in EXPERIMENTS.glob("*.json") if "arms" in json.loads(p.read_text())}
+    assert shipped == {"anneal", "phases", "noisy_domain"}
+
+
+NOISY_STREAMS = ["docstrings", "code", "noise"]
+
+
+def _names(streams) -> list[str]:
+    return [s.local.rsplit("/", 1)[-1] for s in streams]
+
+
+def test_the_noisy_domain_arms_differ_only_in_their_signal():
+    """Every arm trains one phase on the three streams at their natural token shares (noise a
+    sizeable part) and is evaluated on all three; the re-weighting arms share the base's window,
+    cadence and floor (unit streams) and differ only in their signal and its temperature."""
+    spec = json.loads((EXPERIMENTS / "noisy_domain.json").read_text())
+    assert spec["reference"] == "natural"
+    assert set(spec["arms"]) == {
+        "natural",
+        "streams_loss",
+        "streams_excess",
+        "streams_learnability",
+    }
+    arms = {arm: _arm("noisy_domain", arm) for arm in spec["arms"]}
+    for arm, c in arms.items():
+        (phase,) = c.schedule
+        loader = phase.train_loader
+        assert _names(loader.streams) == NOISY_STREAMS
+        assert loader.proportion_unit == "tokens"
+        assert loader.proportions_at(0.0) == pytest.approx(
+            arms["natural"].schedule[0].train_loader.proportions_at(0.0)
+        )
+        assert sum(loader.proportions_at(0.0)) == pytest.approx(1.0)
+        assert 0.2 <= loader.proportions_at(0.0)[2] <= 0.3  # noise
+        assert _names(c.eval.streams) == NOISY_STREAMS
+        assert c.dynamic.enabled == (arm != "natural")
+        assert c.dynamic.unit == "streams"
+    signals = {arm: (c.dynamic.signal, c.dynamic.reference_metric) for arm, c in arms.items()}
+    assert signals["streams_loss"] == ("loss", None)
+    assert signals["streams_excess"] == ("excess_loss", "ref_loss")
+    assert signals["streams_learnability"] == ("learnability", None)
+    shared = {
+        json.dumps(
+            c.dynamic.model_dump(
+                mode="json",
+                exclude={
+                    "enabled",
+                    "signal",
+                    "reference_metric",
+                    "temperature",
+                    "learnability_horizon",
+                },
+            )
+        )
+        for c in arms.values()
+    }
+    assert len(shared) == 1
+
+
+def test_the_noisy_reference_is_a_uniform_mix_on_half_the_tokens():
+    ref = parse_curriculum(
+        json.loads((EXPERIMENTS / "noisy_reference.json").read_text())["curriculum"]
+    )
+    natural = _arm("noisy_domain", "natural")
+    (phase,) = ref.schedule
+    assert _names(phase.train_loader.streams) == NOISY_STREAMS
+    assert phase.train_loader.proportions_at(0.0) == pytest.approx([1 / 3] * 3)
+    assert not ref.dynamic.enabled
+    assert 2 * ref.max_duration.value == natural.max_duration.value
+    assert ref.eval.model_dump(exclude={"interval"}) == natural.eval.model_dump(
+        exclude={"interval"}
+    )
+
+
+def test_the_noisy_domain_recipe_runs_every_step():
+    script = EXPERIMENTS / "noisy_domain.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text()
+    assert "set -euo pipefail" in text
+    for step in (
+        "demo --data-only",
+        "noisy_reference.json",
+        "--export-final",
+        "score $DATA/train/docstrings $DATA/train/code $DATA/train/noise",
+        "--column ref_loss",
+        'ablate "$EXP_DIR/noisy_domain.json" --out "$OUT"',
+    ):
+        assert step in text, step
