@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The noisy-domain ablation, end to end (docs/ablate.md, "The shipped experiments"):
 #   1. the demo's data with its noise stream (curriculum-ds demo --data-only);
-#   2. the reference run: a uniform mix over docstrings, code and noise on half the tokens, its
+#   2. the reference run: a uniform mix over docstrings, code and noise on twice the tokens, its
 #      final model exported (configs/experiments/noisy_reference.json);
 #   3. that model's loss on every training sample, as the metric column ref_loss
 #      (curriculum-ds score), which the streams_excess arm reads;

@@ -143,7 +143,7 @@ def test_the_noisy_domain_arms_differ_only_in_their_signal():
     assert len(shared) == 1
 
 
-def test_the_noisy_reference_is_a_uniform_mix_on_half_the_tokens():
+def test_the_noisy_reference_is_a_uniform_mix_on_twice_the_tokens():
     ref = parse_curriculum(
         json.loads((EXPERIMENTS / "noisy_reference.json").read_text())["curriculum"]
     )
@@ -152,7 +152,7 @@ def test_the_noisy_reference_is_a_uniform_mix_on_half_the_tokens():
     assert _names(phase.train_loader.streams) == NOISY_STREAMS
     assert phase.train_loader.proportions_at(0.0) == pytest.approx([1 / 3] * 3)
     assert not ref.dynamic.enabled
-    assert 2 * ref.max_duration.value == natural.max_duration.value
+    assert ref.max_duration.value == 2 * natural.max_duration.value  # it stays ahead on text
     assert ref.eval.model_dump(exclude={"interval"}) == natural.eval.model_dump(
         exclude={"interval"}
     )
