@@ -2,7 +2,8 @@
 
 Run by the launcher as ``--module many_runs --runs FILE`` (tests/ on PYTHONPATH; the launcher's
 own ``--deepspeed_config`` and ``--local_rank`` are passed on to every run). ``FILE`` is a JSON
-list of runs, each ``{"argv": [...], "log": PATH, "may_fail": bool}``: the arguments of
+list of runs, each ``{"argv": [...], "log": PATH, "may_fail": bool}`` (``"log": null``: the run
+writes to the job's own stdout and stderr, and no exit-code file): the arguments of
 ``curriculum_ds.train`` (its own ``--deepspeed_config``, ``--run-dir`` ...) plus, optionally,
 ``--dump-state DIR`` and ``--nan-loss RANK:STEPS`` of ``faulty_train`` (the methods it
 replaces are put back after the run), and for the last run ``--kill-after-step N`` or
@@ -43,8 +44,9 @@ _PATCHED += ((Curriculum, "__next__"), (engine_io, "publish_latest"))
 """What faulty_train's faults replace: put back after every run."""
 
 
-def _run(argv: list[str], log: Path, *, last: bool) -> int:
-    """One run with fds 1 and 2 sent to ``log.rank{RANK}``; returns its exit code.
+def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
+    """One run with fds 1 and 2 sent to ``log.rank{RANK}`` (``log`` None: left as they are, the
+    job's own output); returns its exit code.
 
     ``--kill-after-step`` and ``--kill-during-save`` (SIGKILL of every rank: the job ends there)
     are taken by the ``last`` run only.
@@ -69,9 +71,11 @@ def _run(argv: list[str], log: Path, *, last: bool) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    out = open(f"{log}.rank{os.environ.get('RANK', '0')}", "w", encoding="utf-8")  # noqa: SIM115
-    os.dup2(out.fileno(), 1)
-    os.dup2(out.fileno(), 2)
+    out = None
+    if log is not None:
+        out = open(f"{log}.rank{os.environ.get('RANK', '0')}", "w", encoding="utf-8")  # noqa: SIM115
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
     try:
         code = train.main(rest)
         if code == 0 and faults.dump_state is not None:
@@ -87,7 +91,10 @@ def _run(argv: list[str], log: Path, *, last: bool) -> int:
         sys.stderr.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-        out.close()
+        os.close(saved[0])
+        os.close(saved[1])
+        if out is not None:
+            out.close()
 
 
 def main() -> int:
@@ -100,8 +107,10 @@ def main() -> int:
     faulty_train.install(None, None)  # captures the engine for --dump-state
     runs = json.loads(args.runs.read_text())
     for at, run in enumerate(runs):
-        code = _run([*run["argv"], *launcher], Path(run["log"]), last=at == len(runs) - 1)
-        Path(f"{run['log']}.rank{os.environ.get('RANK', '0')}.code").write_text(str(code))
+        log = None if run["log"] is None else Path(run["log"])
+        code = _run([*run["argv"], *launcher], log, last=at == len(runs) - 1)
+        if log is not None:
+            Path(f"{log}.rank{os.environ.get('RANK', '0')}.code").write_text(str(code))
         if code != 0 and not run["may_fail"]:
             print(f"many_runs: run {run['argv']} exited {code}", file=sys.stderr, flush=True)
             return code

@@ -1,14 +1,19 @@
 """``curriculum-ds ablate`` on 2 CPU ranks: a tiny ablation, 2 arms × 2 seeds (issue 19).
 
-One module fixture runs the whole story once (5 launches of the reference loop, plus one
-uninterrupted twin):
+One module fixture runs the whole story once (5 launches of the reference loop, one of them
+also running the uninterrupted twin):
 
 1. the first invocation launches ``mixed`` seed 1 to its end, then ``phases`` seed 1, whose ranks
    are SIGKILLed after step 5 (``faulty_train --kill-after-step 5``, injected by ablate's
    command hook; its ``latest`` checkpoint is step 4): ablate stops with one line naming it;
 2. the second invocation resumes that run from its checkpoint and runs the other two;
 3. a third invocation runs nothing;
-4. the killed run's config is launched once more, uninterrupted, in a run directory of its own.
+4. the killed run's config is run once more, uninterrupted, in a run directory of its own: in the
+   second invocation's launched job of ``mixed`` seed 2, before that run (``many_runs``).
+
+Every launch starts DeepSpeed's node launcher directly (``helpers.node_launcher_command``, the
+command hooks): the ``deepspeed`` runner only execs it, and is exercised by the tests of
+``curriculum-ds launch``.
 
 The tests assert on what these left behind: ``summary.json`` equals a recomputation from
 ``results.jsonl`` with numpy/scipy to 1e-9, the third invocation launched nothing and took
@@ -20,15 +25,22 @@ from __future__ import annotations
 import json
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from helpers import launch, launched_env, tiny_experiment, unlink_stale_shared_memory
+from helpers import (
+    launched_env,
+    node_launcher_command,
+    tiny_experiment,
+    unlink_stale_shared_memory,
+)
 from scipy import stats
 
 from curriculum_ds.ablate import ablate
+from curriculum_ds.ablate.runs import CommandHook
 from curriculum_ds.cli import main
 from curriculum_ds.errors import CurriculumError
 from curriculum_ds.records.jsonl import read_jsonl
@@ -42,15 +54,36 @@ KILL_AFTER = 5
 def _kill_phases_seed_1(arm: str, seed: int, cmd: list[str]) -> list[str]:
     unlink_stale_shared_memory()  # what an earlier killed job left would collide
     if (arm, seed) != ("phases", 1):
-        return cmd
+        return node_launcher_command(cmd)
     cmd = list(cmd)
     cmd[cmd.index("curriculum_ds.train")] = "faulty_train"  # the tests' wrapper of the loop
-    return [*cmd, "--kill-after-step", str(KILL_AFTER)]
+    return node_launcher_command([*cmd, "--kill-after-step", str(KILL_AFTER)])
 
 
-def _clear_shm(arm: str, seed: int, cmd: list[str]) -> list[str]:
-    unlink_stale_shared_memory()
-    return cmd
+def _second_invocation(twin: Path, twin_config: Path) -> CommandHook:
+    """The second invocation's hook: ``mixed`` seed 2 runs in a launched job that first runs the
+    uninterrupted twin of ``phases`` seed 1 (``many_runs``: the twin's output in ``twin.log.*``,
+    then ablate's run with its own argv and output), saving the twin a launch of its own."""
+
+    def hook(arm: str, seed: int, cmd: list[str]) -> list[str]:
+        unlink_stale_shared_memory()
+        if (arm, seed) != ("mixed", 2):
+            return node_launcher_command(cmd)
+        at = cmd.index("curriculum_ds.train")
+        twin_argv = ["--deepspeed_config", str(twin_config), "--run-dir", str(twin)]
+        spec = twin.parent / "many_runs_twin.json"
+        runs = [
+            {
+                "argv": [*twin_argv, "--no-progress", "--save-interval", "2"],
+                "log": str(twin.parent / "twin.log"),
+                "may_fail": False,
+            },
+            {"argv": cmd[at + 1 :], "log": None, "may_fail": False},
+        ]
+        spec.write_text(json.dumps(runs, indent=1))
+        return node_launcher_command([*cmd[:at], "many_runs", "--runs", str(spec)])
+
+    return hook
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +96,14 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         with pytest.raises(CurriculumError) as killed:
             ablate(experiment, out, num_gpus=2, save_interval=2, command_hook=_kill_phases_seed_1)
         latest = (out / "runs/phases/seed-1/checkpoints/latest").read_text().strip()
-        second = ablate(experiment, out, num_gpus=2, save_interval=2, command_hook=_clear_shm)
+        twin = root / "twin"
+        hook = _second_invocation(twin, out / "runs/phases/seed-1/ds_config.json")
+        second = ablate(experiment, out, num_gpus=2, save_interval=2, command_hook=hook)
         start = time.perf_counter()
         third = CliRunner().invoke(main, ["ablate", str(experiment), "--out", str(out)])
         third_s = time.perf_counter() - start
-    twin = root / "twin"
-    launch(out / "runs/phases/seed-1/ds_config.json", twin, "--save-interval", "2")
+    codes = [(root / f"twin.log.rank{r}.code").read_text() for r in range(2)]
+    assert codes == ["0", "0"], [(root / f"twin.log.rank{r}").read_text()[-3000:] for r in range(2)]
     return {
         "out": out,
         "killed": str(killed.value),

@@ -10,11 +10,9 @@ From issue 12, item 4.
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
-from helpers import launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
 
 from curriculum_ds.data import read_stream_info
 
@@ -45,14 +43,16 @@ def token_mix_run(tmp_path_factory):
     curriculum = {"max_duration": "6000tok", "seed": 3, "schedule": [phase]}
     cfg = write_ds_config(root / "ds.json", curriculum, **batch_sizes)
     run_dir = root / "run"
-    launch(cfg, run_dir, "--save-interval", "4", "--trace-samples")
     resumed_dir = root / "resumed"
-    (resumed_dir / "checkpoints").mkdir(parents=True)
-    shutil.copytree(
-        run_dir / "checkpoints" / "global_step4", resumed_dir / "checkpoints" / "global_step4"
+    # one launched job (helpers.launch_many): the run, then a run of its own resumed from the
+    # run's step-4 checkpoint (the folder of that tag, which the first run keeps)
+    step4 = run_dir / "checkpoints" / "global_step4"
+    launch_many(
+        [
+            (cfg, run_dir, ("--save-interval", "4", "--trace-samples")),
+            (cfg, resumed_dir, ("--trace-samples", "--resume", str(step4))),
+        ]
     )
-    (resumed_dir / "checkpoints" / "latest").write_text("global_step4")
-    launch(cfg, resumed_dir, "--trace-samples", "--resume", "auto")
     lengths = {
         name: np.minimum(read_stream_info(p).metrics["num_tokens"], MAX_SEQ_LEN)
         for name, p in paths.items()
