@@ -67,9 +67,11 @@ def export(checkpoint: Path, out: Path, model: Path | None, ds_config: Path | No
     """Write a checkpoint's model to OUT: a HF save_pretrained folder, or OUT/state_dict.pt.
 
     CHECKPOINT is a checkpoints folder (its `latest` tag) or one tag folder. ZeRO shards are
-    consolidated to fp32 with DeepSpeed's zero_to_fp32, on CPU. With --model or
-    --deepspeed-config OUT loads with AutoModelForCausalLM.from_pretrained; with neither it holds
-    a plain state_dict for model.load_state_dict.
+    consolidated to fp32 with DeepSpeed's zero_to_fp32, on CPU. A reference-loop run records
+    its model's architecture, so its export needs no flag; else --model or --deepspeed-config
+    names it. OUT then loads with AutoModelForCausalLM.from_pretrained (what `score` reads);
+    without any of these (a model of your own) it holds a plain state_dict for
+    model.load_state_dict.
     """
     from curriculum_ds.commands.export import export_checkpoint
 

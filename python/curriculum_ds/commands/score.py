@@ -149,8 +149,12 @@ def _load_model(model_dir: Path) -> Any:
     except Exception as err:  # HF raises OSError, ValueError, KeyError, ... for a bad folder
         text = str(err).strip()
         detail = text.splitlines()[0] if text else type(err).__name__
+        detail = detail.split(". Should have")[0]  # HF then lists every model type it knows
+        hint = ""
+        if (model_dir / "latest").is_file() or any(model_dir.glob("global_step*")):
+            hint = f"; it holds checkpoints: `curriculum-ds export {model_dir} OUT` makes one"
         raise ConfigError(
-            f"score: --model {model_dir} is not a loadable causal-LM folder: {detail}"
+            f"score: --model {model_dir} is not a loadable causal-LM folder: {detail}{hint}"
         ) from None
     finally:
         hf_logging.set_verbosity(verbosity)

@@ -195,6 +195,10 @@ def check_streams(
             field="reference_metric",
             metric=cfg.dynamic.reference_metric,
             fix="re-run `curriculum-ds score`",
+            missing_fix=(
+                "; write it with `curriculum-ds score DATA... --model REFERENCE_MODEL --column "
+                f"{cfg.dynamic.reference_metric}`"
+            ),
         )
     if cfg.dynamic.unit == "streams":
         return  # static_metric buckets samples; the streams unit has no buckets
@@ -213,7 +217,13 @@ def check_streams(
 
 
 def _check_metric_column(
-    cfg: CurriculumConfig, infos: Mapping[str, Any], *, field: str, metric: str, fix: str
+    cfg: CurriculumConfig,
+    infos: Mapping[str, Any],
+    *,
+    field: str,
+    metric: str,
+    fix: str,
+    missing_fix: str = "",
 ) -> None:
     """Every train stream of every phase has metric column ``metric``, every value finite.
 
@@ -223,23 +233,33 @@ def _check_metric_column(
         field: the ``curriculum.dynamic`` field that names the column, for the message.
         metric: the column.
         fix: what to do about a non-finite value, for the message.
+        missing_fix: what to do about a missing column, appended to that message.
 
     Raises:
         ConfigError: ``curriculum.dynamic.<field>: stream "<local>" (<JSON path>) has no metric
             column ...`` (naming the columns it has), or ``...: metric column "<metric>" of
             metrics.npz is nan at sample 5; ...``.
     """
+    lacking = [
+        (where, stream.local, metrics)
+        for where, stream in _all_streams(cfg, eval_streams=False)
+        if isinstance(metrics := getattr(infos[stream.local], "metrics", None), Mapping)
+        and metric not in metrics
+    ]
+    if lacking:
+        where, local, metrics = lacking[0]
+        others = len({lack[1] for lack in lacking}) - 1
+        have = ", ".join(sorted(metrics)) or "none"
+        also = f" (and {others} other stream(s))" if others else ""
+        raise ConfigError(
+            f"curriculum.dynamic.{field}: stream {show_value(local)} "
+            f"({where.removeprefix('curriculum.')}){also} has no "
+            f"metric column {show_value(metric)} (it has: {have}){missing_fix}"
+        )
     for where, stream in _all_streams(cfg, eval_streams=False):
         metrics = getattr(infos[stream.local], "metrics", None)
         if not isinstance(metrics, Mapping):
             continue
-        if metric not in metrics:
-            have = ", ".join(sorted(metrics)) or "none"
-            raise ConfigError(
-                f"curriculum.dynamic.{field}: stream {show_value(stream.local)} "
-                f"({where.removeprefix('curriculum.')}) has no "
-                f"metric column {show_value(metric)} (it has: {have})"
-            )
         bad = _first_non_finite(metrics[metric])
         if bad is not None:
             raise ConfigError(

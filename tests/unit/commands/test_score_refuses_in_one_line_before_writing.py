@@ -65,7 +65,20 @@ def test_a_model_folder_that_does_not_load(tmp_path: Path, models: dict[str, Pat
     line = one_error_line(invoke(code, prose, "--model", broken, "--column", "ref_loss"))
     assert line.startswith(f"Error: score: --model {broken} is not a loadable causal-LM folder: ")
     assert "no_such_architecture" in line
+    assert "Should have" not in line  # not HF's list of every model type it knows
     assert {f: folder_bytes(f) for f in (code, prose)} == before
+
+
+def test_a_checkpoints_folder_as_model_is_told_to_export(tmp_path: Path) -> None:
+    code, prose = two_folders(tmp_path)
+    checkpoints = tmp_path / "run" / "checkpoints"
+    (checkpoints / "global_step4").mkdir(parents=True)
+    (checkpoints / "latest").write_text("global_step4")
+    line = one_error_line(invoke(code, prose, "--model", checkpoints, "--column", "ref_loss"))
+    assert line.startswith(f"Error: score: --model {checkpoints} is not a loadable causal-LM ")
+    assert line.endswith(
+        f"; it holds checkpoints: `curriculum-ds export {checkpoints} OUT` makes one"
+    )
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,8 @@ def test_a_stream_without_the_reference_column_is_one_line(tmp_path: Path, unit:
     line = one_error_line(_validate(tmp_path, _curriculum(short, long, unit)))
     assert line == (
         f'Error: curriculum.dynamic.reference_metric: stream "{long}" ({LONG_PATH}) has no '
-        'metric column "ref_loss" (it has: compression_ratio, num_tokens, token_entropy)'
+        'metric column "ref_loss" (it has: compression_ratio, num_tokens, token_entropy); write '
+        "it with `curriculum-ds score DATA... --model REFERENCE_MODEL --column ref_loss`"
     )
     assert _bytes(short, long) == before
     # the same check on the path of initialize and launch
@@ -108,3 +109,17 @@ def test_the_streams_unit_does_not_check_the_static_metric(tmp_path: Path) -> No
     )
     assert line.startswith('Error: curriculum.dynamic.static_metric: stream "')
     assert 'has no metric column "no_such"' in line
+
+
+def test_every_stream_without_the_column_is_counted_in_the_one_line(tmp_path: Path) -> None:
+    # a user who forgot to score at all: the line says it is not only the first stream
+    short, long = _data(tmp_path, long_column=False)
+    unscored = tmp_path / "unscored"
+    unscored.mkdir()
+    plain = make_dataset(unscored, "plain", ragged_docs(20, seed=4))
+    curriculum = _curriculum(short, long, "streams")
+    curriculum["schedule"][-1]["train_loader"]["streams"].append(
+        {"local": str(plain), "proportion": 0.2}
+    )
+    line = one_error_line(_validate(tmp_path, curriculum))
+    assert f'stream "{long}" ({LONG_PATH}) (and 1 other stream(s)) has no metric column' in line
