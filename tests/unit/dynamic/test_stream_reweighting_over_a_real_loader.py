@@ -72,6 +72,18 @@ def test_excess_loss_is_loss_minus_reference_clipped_at_zero_nan_kept():
     assert np.isnan(out[3])
 
 
+def test_excess_of_an_infinite_loss_is_left_out_never_clipped_to_zero():
+    """Case C06 over excess_loss: a -inf loss minus its reference, clipped at 0, was a finite 0
+    that entered the window; any non-finite loss stays out of it (NaN), +inf as -inf."""
+    batch = np.array([[0, 0], [0, 1], [0, 0]])
+    out = excess_losses(batch, np.array([-np.inf, np.inf, 2.5]), [np.array([2.0, 1.0])])
+    assert np.isnan(out[:2]).all()
+    assert out[2] == 0.5
+    window = StreamWindow(4)
+    window.push(out, batch[:, 0])
+    assert (len(window), window.num_non_finite) == (1, 2)
+
+
 def test_learnability_is_the_relative_drop_and_fills_unknown_streams():
     then = np.array([4.0, 2.0, np.nan, 0.0])
     now = np.array([3.0, 1.9, 1.0, 1.0])
