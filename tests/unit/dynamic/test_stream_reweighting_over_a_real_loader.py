@@ -299,3 +299,39 @@ def test_stream_weights_of_another_shape_are_refused_by_the_loader(streams):
     with pytest.raises(ValueError, match=r"do not fit a phase of 3 stream\(s\)"):
         loader.set_proportions(np.array([0.5, 0.5, 0.0]))
     loader.close()
+
+
+@pytest.mark.parametrize("signal", ["loss", "excess_loss", "learnability"])
+def test_c06_an_all_non_finite_window_keeps_the_phase_proportions_over_streams(streams, signal):
+    """Case C06 against ``unit: "streams"``: steps whose losses are all NaN or ±inf (samples
+    without a loss-bearing token) leave the window empty; each recompute keeps the phase's own
+    proportions (``kept_previous``), hands the loader nothing, and counts every value left out;
+    then one finite step gives finite weights with the floor held."""
+    keys: dict[str, Any] = {"signal": signal, "window": 8, "recompute_every_n_steps": 1}
+    if signal == "excess_loss":
+        keys["reference_metric"] = "ref_loss"
+    cfg = DynamicConfig(enabled=True, unit="streams", floor=0.1, **keys)
+    loader = PhaseLoader(_phase(streams), 0, seed=3, num_buckets=1)
+    reweighter = make_reweighter(cfg, seed=3)
+    reweighter.start_phase(loader, None)
+    bad = np.resize([np.nan, np.inf, -np.inf], 10)
+    for step in (1, 2):
+        batch = loader.next_global_batch(10)
+        reweighter.observe(batch, bad)
+        update = reweighter.maybe_recompute(step)
+        assert update is not None
+        assert update.proportions is None
+        assert update.record["kept_previous"] is True
+        assert update.record["weights"] == [0.4, 0.4, 0.2]
+        assert update.record["num_non_finite"] == 10 * step
+    for step in (3, 4):  # learnability compares two recomputes with losses
+        batch = loader.next_global_batch(10)
+        reweighter.observe(batch, _losses(batch, step))
+        update = reweighter.maybe_recompute(step)
+    assert update is not None
+    assert update.proportions is not None
+    weights = np.asarray(update.record["weights"])
+    assert np.isfinite(weights).all()
+    assert (weights >= 0.1).all()
+    assert abs(weights.sum() - 1) <= 1e-12
+    loader.close()
