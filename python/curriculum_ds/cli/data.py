@@ -199,7 +199,8 @@ def score(
     `dynamic.signal: "excess_loss"` subtracts (`dynamic.reference_metric: NAME`).
 
     Refused in one line, before anything is written in any folder: a --model that does not
-    load, a DATA that is not a folder made by `curriculum-ds prepare`, a model vocabulary or
+    load or is not causal, a DATA that is not a folder made by `curriculum-ds prepare` (or is a
+    remote stream's cache folder, or cannot be written), a model vocabulary or
     context too small for the data, a --column that is empty, not a plain identifier or one of
     prepare's own, or that a folder has already (without --overwrite).
     """

@@ -54,8 +54,9 @@ class Curve:
         temperature: the softmax temperature, if the history records it.
         title: what the run is called in the plot (the run folder's name).
         unit: ``"streams"`` when some recompute's weights are over streams, else ``"buckets"``.
-        streams: per recompute, its stream names in the order of its weights (empty for a
-            bucket row).
+        streams: per recompute, its stream names in the order of its weights (``b0``, ``b1``,
+            ... for a bucket row of a streams run: the unit may change at a phase boundary;
+            empty for every row of a bucket run).
         kept: per recompute, whether it kept the previous weights (``kept_previous``).
         phase_idx: per recompute, its phase index.
         signal: the rows' ``signal`` (:func:`~curriculum_ds.commands.stream_weights.
@@ -130,6 +131,7 @@ def load_curve(run_dir: Path) -> Curve:
     if not rows and phase_starts:
         phase_starts[0] = (1, phase_starts[0][1])  # the history starts at the first recompute
     last = records[-1]
+    unit = "streams" if any(sw.is_streams_row(r) for r in records) else "buckets"
     return Curve(
         steps=[int(r["step"]) for r in records],
         weights=[[float(w) for w in r["weights"]] for r in records],
@@ -139,8 +141,9 @@ def load_curve(run_dir: Path) -> Curve:
         floor=float(last["floor"]) if "floor" in last else None,
         temperature=float(last["temperature"]) if "temperature" in last else None,
         title=run_dir.resolve().name,
-        unit="streams" if any(sw.is_streams_row(r) for r in records) else "buckets",
-        streams=[sw.row_labels(r) if sw.is_streams_row(r) else [] for r in records],
+        unit=unit,
+        # a history that mixes units (changed at a phase boundary): bucket rows are b0, b1, ...
+        streams=[sw.row_labels(r) if unit == "streams" else [] for r in records],
         kept=[bool(r.get("kept_previous")) for r in records],
         phase_idx=[int(r.get("phase") or 0) for r in records],
         signal=sw.signals_label(records),

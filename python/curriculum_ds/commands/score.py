@@ -9,9 +9,10 @@ LM, the per-sample quantity the training step gathers (the same collate,
 :func:`~curriculum_ds.loss.per_sample_token_losses`), into the folder's ``metrics.npz``
 (:func:`~curriculum_ds.data.metric_store.write_metric_column`).
 
-Every refusal (a model folder that does not load, a folder that is not prepared data, a
-vocabulary or context too small for the data, a bad or taken column name) is one line, raised
-before anything is written in any folder.
+Every refusal (a model folder that does not load or is not causal, a folder that is not
+prepared data, is a remote stream's cache or cannot be written, a vocabulary or context too small
+for the data, a bad or taken column name) is one line, raised before anything is written in any
+folder.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from curriculum_ds.commands.score_checks import check_causal, check_writable
 from curriculum_ds.data.index import META_FILENAME
 from curriculum_ds.data.metrics import METRIC_COLUMNS
+from curriculum_ds.data.remote import SYNC_STAMP
 from curriculum_ds.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -117,6 +120,12 @@ def _read_folder(folder: Path, column: str, overwrite: bool) -> StreamInfo:
         raise DataError(
             f"score: {folder} is not a prepared MDS folder ({missing}; make one with "
             "`curriculum-ds prepare`)"
+        )
+    if (folder / SYNC_STAMP).is_file():
+        raise DataError(
+            f"score: {folder} is the cache folder of a remote stream (it has {SYNC_STAMP}): the "
+            "next sync replaces its metrics.npz and curriculum_meta.json with the remote's, "
+            "without the column; score the prepared folder, then upload it"
         )
     try:
         info = read_stream_info(folder)
@@ -331,14 +340,16 @@ def score(
     """Write each sample's mean token loss under ``model`` as metric column ``column``.
 
     Everything is checked before anything is written: the column name
-    (:func:`check_column_name`), each folder (prepared by ``curriculum-ds prepare``; ``column``
-    not there yet unless ``overwrite``), the device, the model folder (loaded with
-    ``AutoModelForCausalLM.from_pretrained(model, local_files_only=True)``: no download), its
-    ``vocab_size`` against the largest token id of each folder (recorded by prepare, else read)
-    and its positions (``n_positions``, ``max_position_embeddings``, ...) against the longest
-    sample. Then each folder in turn is scored (:func:`score_samples`) and its column written
-    atomically (:func:`~curriculum_ds.data.metric_store.write_metric_column`); a failure while
-    scoring a later folder leaves the earlier ones written.
+    (:func:`check_column_name`), each folder (prepared by ``curriculum-ds prepare``, not a remote
+    stream's cache; ``column`` not there yet unless ``overwrite``), the device, the model folder
+    (loaded with ``AutoModelForCausalLM.from_pretrained(model, local_files_only=True)``: no
+    download), its ``vocab_size`` against the largest token id of each folder (recorded by
+    prepare, else read), its positions (``n_positions``, ``max_position_embeddings``, ...)
+    against the longest sample, that it is causal and that a file can be created in each folder
+    (:mod:`~curriculum_ds.commands.score_checks`). Then each folder in turn is scored
+    (:func:`score_samples`) and its column written atomically
+    (:func:`~curriculum_ds.data.metric_store.write_metric_column`); a
+    failure while scoring a later folder leaves the earlier ones written.
 
     Args:
         data: prepared MDS folders (local).
@@ -355,9 +366,10 @@ def score(
 
     Raises:
         ConfigError: a bad column name, batch size or device; a model folder that does not
-            load; a model whose vocabulary or context is too small for the data.
-        DataError: a folder that is not prepared data, given twice, or that has ``column``
-            without ``overwrite``; a non-finite loss.
+            load or is not causal; a model whose vocabulary or context is too small for the data.
+        DataError: a folder that is not prepared data, a remote stream's cache, given twice,
+            not writable, or that has ``column`` without ``overwrite``; a non-finite loss; a
+            failed write.
     """
     from tqdm import tqdm
 
@@ -380,6 +392,11 @@ def score(
     model_dir = Path(model)
     lm = _load_model(model_dir)
     _check_model_fits(lm, model_dir, folders)
+    vocab = getattr(lm.config, "vocab_size", None)
+    if not isinstance(vocab, int):  # ids the data holds are ids the model embeds
+        vocab = 1 + max(_max_token_id(folder, info) for folder, info in folders)
+    check_causal(lm, model_dir, vocab)
+    check_writable([folder for folder, _ in folders])
     lm.to(chosen)
 
     summaries = []

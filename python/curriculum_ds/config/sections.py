@@ -23,6 +23,7 @@ from curriculum_ds.config.base import (
     _unique_names,
 )
 from curriculum_ds.config.messages import custom_error, show_value
+from curriculum_ds.data.metrics import METRIC_COLUMNS
 
 __all__ = ["DynamicConfig", "EvalConfig", "EvalStreamConfig", "LRScheduleConfig"]
 
@@ -88,6 +89,12 @@ class DynamicConfig(_Model):
         if self.reference_metric is not None and self.signal != "excess_loss":
             raise custom_error(
                 f'applies only to signal "excess_loss", not "{self.signal}"; remove it',
+                ("reference_metric",),
+            )
+        if self.reference_metric in ("input_ids", *METRIC_COLUMNS):
+            raise custom_error(
+                f'"{self.reference_metric}" is a column of `curriculum-ds prepare`, not a '
+                "reference model's loss; write one with `curriculum-ds score ... --column NAME`",
                 ("reference_metric",),
             )
         if self.unit == "streams":

@@ -65,7 +65,8 @@ def write_metric_column(folder: str | Path, name: str, values: npt.ArrayLike) ->
 
     Raises:
         DataError: ``folder`` has no readable ``curriculum_meta.json`` or ``metrics.npz``, or
-            ``values`` is not ``(num_samples,)``; nothing is written.
+            ``values`` is not ``(num_samples,)``; nothing is written. Or a file cannot be
+            written (read-only folder, disk full): the file is unchanged.
     """
     folder = Path(folder)
     meta_path, metrics_path = folder / META_FILENAME, folder / METRICS_FILENAME
@@ -94,7 +95,10 @@ def write_metric_column(folder: str | Path, name: str, values: npt.ArrayLike) ->
             with new.open(info, "w", force_zip64=True) as out:
                 np.lib.format.write_array(out, column, allow_pickle=False)
 
-    _replace_atomically(metrics_path, write_npz)
+    try:
+        _replace_atomically(metrics_path, write_npz)
+    except OSError as err:
+        raise DataError(f"cannot write {metrics_path}: {err}; it is unchanged") from None
     if name not in columns:
         meta["metric_columns"] = [*columns, name]
         text = json.dumps(meta, indent=2) + "\n"  # prepare's layout
@@ -102,4 +106,9 @@ def write_metric_column(folder: str | Path, name: str, values: npt.ArrayLike) ->
         def write_meta(fh: IO[bytes]) -> None:
             fh.write(text.encode("utf-8"))
 
-        _replace_atomically(meta_path, write_meta)
+        try:
+            _replace_atomically(meta_path, write_meta)
+        except OSError as err:  # the new member is there, unlisted: readers do not see it
+            raise DataError(
+                f"cannot write {meta_path}: {err}; column {name!r} is not listed (run again)"
+            ) from None

@@ -127,7 +127,8 @@ class DynamicReweighter:
                 window, latest losses, edges, bucket assignment and probabilities are restored
                 exactly; taken in an earlier phase (a checkpoint on a phase boundary), only the
                 probabilities and the recompute count carry over, as they would have without the
-                interruption.
+                interruption (uniform instead when the checkpoint's run weighted streams, or
+                another number of buckets: both may change at a phase boundary).
 
         Returns:
             The bucket assignment per stream, int64 ``(num_samples,)`` each, for the loader's
@@ -158,7 +159,7 @@ class DynamicReweighter:
         self.edges = None
         buckets = None
         if saved is not None:
-            self.probs = np.asarray(saved["probs"], dtype=np.float64).copy()
+            self.probs = self._carried_probs(saved)
             self.num_recomputes = int(saved["num_recomputes"])
             if saved.get("phase_idx", loader.phase_idx) == loader.phase_idx:
                 self.window = RollingWindow.from_state_dict(saved["window"])
@@ -174,6 +175,19 @@ class DynamicReweighter:
         # else: the assignment of the last recompute, not one rebuilt from losses seen after it
         self.buckets = buckets
         return buckets
+
+    def _carried_probs(self, saved: dict[str, Any]) -> npt.NDArray[np.float64]:
+        """The bucket probabilities a saved state hands this phase, float64 ``(num_buckets,)``.
+
+        The saved ones when they are bucket probabilities of this ``num_buckets``; uniform when
+        the state is of ``unit: "streams"`` (its ``probs`` are stream weights) or of another
+        ``num_buckets`` (both may change at a phase boundary): a preference over other buckets
+        has no meaning here.
+        """
+        probs = np.asarray(saved["probs"], dtype=np.float64)
+        if saved.get("unit", "buckets") != "buckets" or probs.shape != (self.num_buckets,):
+            return np.full(self.num_buckets, 1.0 / self.num_buckets)
+        return probs.copy()
 
     def observe(self, batch: npt.NDArray[np.int64], losses: npt.NDArray[np.float64]) -> None:
         """Record a step's global per-sample losses (as their signal: loss or excess loss).

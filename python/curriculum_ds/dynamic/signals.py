@@ -78,8 +78,8 @@ def excess_losses(
         reference: per stream, float64 ``(num_samples,)`` the reference model's mean token loss.
 
     Returns:
-        float64 ``(n,)``: ``max(loss - reference, 0)``; NaN where the loss is NaN (left out of
-        the window, as a NaN loss is). Deterministic.
+        float64 ``(n,)``: ``max(loss - reference, 0)``; NaN where the loss is not finite (NaN
+        or ±inf: left out of the window, as such a loss is). Deterministic.
     """
     ref = np.empty(len(batch), dtype=np.float64)
     streams = batch[:, 0]
@@ -87,7 +87,8 @@ def excess_losses(
         rows = streams == stream
         ref[rows] = column[batch[rows, 1]]
     excess = losses - ref
-    return np.where(np.isnan(excess), excess, np.maximum(excess, 0.0))
+    # a non-finite loss stays non-finite (left out, case C06): the clip would make -inf a 0
+    return np.where(np.isfinite(losses), np.maximum(excess, 0.0), np.nan)
 
 
 def learnability_scores(

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.errors import DataError
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -40,25 +42,53 @@ class JsonlWriter:
         self._file.close()
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read all complete JSON lines of ``path``; a partial or corrupt last line is ignored."""
+def read_jsonl(path: Path, *, skip_corrupt: bool = False) -> list[dict[str, Any]]:
+    """Read all complete JSON lines of ``path``; a partial or corrupt last line is ignored.
+
+    A crash leaves at most a partial last line. A corrupt line with complete lines after it
+    (a failed write the run went on past, an edit) is not a crash's: it is refused, naming the
+    file and the line, so that a reader never shows the rows before it as the whole file.
+
+    Args:
+        path: the JSONL file.
+        skip_corrupt: leave such a line out and keep reading (a resume's cut-back) instead.
+
+    Raises:
+        DataError: a corrupt line before the last one (unless ``skip_corrupt``).
+    """
     records = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    bad: int | None = None  # the first corrupt line, refused once a complete line follows it
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
             if not line.endswith("\n"):
                 break
+            if not line.strip():
+                continue
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError:
-                break
+                record = None
+            if not isinstance(record, dict):
+                bad = number if bad is None else bad
+                continue
+            if bad is not None and not skip_corrupt:
+                raise DataError(
+                    f"{path} line {bad}: not a JSON object, with complete lines after it (a "
+                    "damaged file, not a crash's partial last line); repair or remove that line"
+                )
+            records.append(record)
     return records
 
 
 def truncate_jsonl(path: Path, max_step: int) -> None:
-    """Keep the complete lines of ``path`` whose ``step`` is ≤ ``max_step`` (atomic rewrite)."""
+    """Keep the complete lines of ``path`` whose ``step`` is ≤ ``max_step`` (atomic rewrite).
+
+    A corrupt line is dropped, the lines after it are kept (:func:`read_jsonl`'s
+    ``skip_corrupt``).
+    """
     if not path.exists():
         return
-    kept = [r for r in read_jsonl(path) if int(r.get("step", 0)) <= max_step]
+    kept = [r for r in read_jsonl(path, skip_corrupt=True) if int(r.get("step", 0)) <= max_step]
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in kept)

@@ -134,3 +134,51 @@ def test_weight_lines_and_the_summary_line() -> None:
     bucket = {"step": 5, "phase": 0, "weights": [0.5, 0.5]}
     assert [ln.label for ln in weight_lines([bucket])] == ["b0", "b1"]
     assert final_weights([bucket], 0) is None
+
+
+def _bucket_row(step: int, phase: int) -> dict[str, Any]:
+    """A bucket row (4 buckets) as ``DynamicReweighter`` writes it."""
+    return {
+        "step": step,
+        "phase": phase,
+        "phase_name": ["mix", "anneal"][phase],
+        "unit": "buckets",
+        "signal": "loss",
+        "window_size": 64,
+        "num_non_finite": 0,
+        "temperature": 0.5,
+        "floor": 0.05,
+        "weights": [0.1, 0.2, 0.3, 0.4],
+        "scores": [1.0, 2.0, 3.0, 4.0],
+        "edges": [1.0, 2.0, 3.0],
+        "bucket_counts": [16, 16, 16, 16],
+    }
+
+
+@pytest.mark.parametrize("first", ["buckets", "streams"])
+def test_a_unit_changed_at_a_phase_boundary_shows_buckets_beside_streams(
+    tmp_path: Path, first: str
+) -> None:
+    """The resume rules let ``dynamic.unit`` change at a phase boundary: such a history has
+    bucket rows and stream rows; the bucket weights are the columns b0..b3 (was a bare
+    ``zip() argument 2 is longer than argument 1``)."""
+    run = streams_run(tmp_path / "run")
+    rows = [history_row(s) for s in WEIGHTS]
+    if first == "buckets":
+        rows[:2] = [_bucket_row(10, 0), _bucket_row(20, 0)]
+    else:
+        rows[2:] = [_bucket_row(30, 1), _bucket_row(40, 1)]
+    (run / "curriculum_history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(main, ["curve", str(run)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    buckets = ["b0", "b1", "b2", "b3"]
+    names = [*buckets, "code", "prose"] if first == "buckets" else [*MIX, *buckets]
+    assert lines[1].split() == ["step", "phase", *names]
+    bucket_row = lines[3] if first == "buckets" else lines[5]
+    assert bucket_row.split()[2:] == (
+        ["0.100", "0.200", "0.300", "0.400", "-", "-"]
+        if first == "buckets"
+        else ["-", "-", "-", "0.100", "0.200", "0.300", "0.400"]
+    )
+    assert (run / "curriculum_curve.png").is_file()

@@ -217,3 +217,104 @@ def test_a_non_finite_loss_writes_nothing(tmp_path: Path, models: dict[str, Path
         "written there",
         code,
     )
+
+
+def _bert(root: Path) -> Path:
+    """A 1-layer BERT masked LM folder: AutoModelForCausalLM loads it (BertLMHeadModel)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=300,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    folder = root / "bert"
+    BertForMaskedLM(config).save_pretrained(folder)
+    return folder
+
+
+def test_a_model_that_is_not_causal(tmp_path: Path) -> None:
+    """A bidirectional model sees the token it predicts: its "loss" is no reference loss."""
+    code, prose = two_folders(tmp_path)
+    bert = _bert(tmp_path)
+    _refused(
+        [code, prose, "--model", bert, "--column", "ref_loss", "--device", "cpu"],
+        f"score: --model {bert} is not a causal LM: its logits at position 0 change when a "
+        "later token changes (a bidirectional model such as BERT?); the reference loss needs "
+        "a model that sees only earlier tokens",
+        code,
+        prose,
+    )
+
+
+def test_the_cache_folder_of_a_remote_stream(tmp_path: Path, models: dict[str, Path]) -> None:
+    """A sync replaces the cache's sidecar files with the remote's: a column written there
+    would vanish at the next launch, so scoring a cache folder is refused."""
+    import shutil
+
+    from curriculum_ds.data.remote import SYNC_STAMP, sync_stream_metadata
+
+    code, prose = two_folders(tmp_path / "remote")
+    cache = tmp_path / "cache" / "prose"
+    sync_stream_metadata(cache, str(prose))
+    for shard in prose.glob("shard.*.mds"):  # as if a run had downloaded them
+        shutil.copy(shard, cache / shard.name)
+    _refused(
+        [code, cache, "--model", models["ok"], "--column", "ref_loss", "--device", "cpu"],
+        f"score: {cache} is the cache folder of a remote stream (it has {SYNC_STAMP}): the next "
+        "sync replaces its metrics.npz and curriculum_meta.json with the remote's, without the "
+        "column; score the prepared folder, then upload it",
+        code,
+        cache,
+    )
+
+
+def test_a_folder_that_cannot_be_written(
+    tmp_path: Path, models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only DATA folder is refused before the first folder is written (as root, where
+    chmod does not stop a write, the refusal of the folder's file system is simulated)."""
+    import tempfile
+
+    code, prose = two_folders(tmp_path)
+    real = tempfile.mkstemp
+
+    def mkstemp(*args: Any, **kwargs: Any) -> Any:
+        if Path(kwargs.get("dir") or ".") == prose:
+            raise PermissionError(13, "Permission denied")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    _refused(
+        [code, prose, "--model", models["ok"], "--column", "ref_loss", "--device", "cpu"],
+        f"score: cannot write in {prose} (Permission denied); nothing written in any folder",
+        code,
+        prose,
+    )
+
+
+def test_a_failed_write_is_one_line_and_leaves_the_metric_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails midway (disk full) is a DataError; metrics.npz keeps its bytes and no
+    temporary file is left."""
+    import curriculum_ds.data.metric_store as store
+    from curriculum_ds.errors import DataError
+
+    code, _ = two_folders(tmp_path)
+    before = folder_bytes(code)
+
+    def full(*_: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.os, "replace", full)
+    num_samples = json.loads((code / "curriculum_meta.json").read_text())["num_samples"]
+    with pytest.raises(DataError, match=r"^cannot write .*metrics\.npz: .*No space left on device"):
+        store.write_metric_column(code, "ref_loss", np.zeros(num_samples))
+    assert folder_bytes(code) == before
+    assert sorted(p.name for p in code.iterdir()) == sorted(before)

@@ -87,3 +87,14 @@ def test_the_stream_unit_is_not_held_to_num_buckets_floor():
     # 0.3 × 8 buckets > 1, but the weights are over at most 2 streams here
     cfg = parse_curriculum(_dynamic(unit="streams", floor=0.3))
     assert cfg.dynamic.floor == 0.3
+
+
+@pytest.mark.parametrize("column", ["num_tokens", "token_entropy", "compression_ratio"])
+def test_a_reference_metric_that_is_a_prepare_column_is_refused(column):
+    """``score`` never writes these names: such a reference_metric is no reference model's
+    loss (excess_loss would subtract, e.g., the sample's token entropy)."""
+    assert _refused_dynamic(unit="streams", signal="excess_loss", reference_metric=column) == (
+        f'curriculum.dynamic.reference_metric: "{column}" is a column of `curriculum-ds '
+        "prepare`, not a reference model's loss; write one with `curriculum-ds score ... "
+        "--column NAME`"
+    )

@@ -18,7 +18,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
-from curriculum_ds.dynamic import DynamicReweighter, bucket_probs, bucket_scores
+from curriculum_ds.dynamic import (
+    DynamicReweighter,
+    StreamReweighter,
+    bucket_probs,
+    bucket_scores,
+)
 from curriculum_ds.kernels import assign_buckets, bucket_edges
 from curriculum_ds.loader import PhaseLoader
 
@@ -351,6 +356,30 @@ def test_state_from_an_earlier_phase_carries_only_the_probs(datasets):
     assert dyn_b.num_recomputes == saved["num_recomputes"]
     for sampler, static in zip(loader_b.samplers, dyn_b.static_buckets, strict=True):
         np.testing.assert_array_equal(sampler.counts(), np.bincount(static, minlength=4))
+
+
+@pytest.mark.parametrize("saved_unit", ["streams", "buckets"])
+def test_a_boundary_state_of_other_weights_starts_the_buckets_uniform(datasets, saved_unit):
+    """A checkpoint on a phase boundary whose run weighted 2 streams, or 8 buckets: the next
+    phase's 4 buckets start uniform (neither may be read as bucket probabilities; both may change
+    at a boundary), and the loader draws with them."""
+    loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
+    if saved_unit == "streams":
+        saved = StreamReweighter(_cfg(unit="streams"), seed=3)
+        saved.start_phase(loader, None)
+        saved.probs = np.array([0.8, 0.2])
+    else:
+        saved = DynamicReweighter(_cfg(num_buckets=8), seed=3)
+        saved.start_phase(PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=8), None)
+        saved.probs = np.linspace(1, 8, 8) / 36
+    state = saved.state_dict()
+
+    loader_b = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
+    dyn_b = DynamicReweighter(_cfg(), seed=3)
+    loader_b.set_buckets(dyn_b.start_phase(loader_b, state))
+    np.testing.assert_array_equal(dyn_b.probs, np.full(4, 0.25))
+    assert dyn_b.num_recomputes == state["num_recomputes"]
+    assert loader_b.next_global_batch(16, dyn_b.sampler_probs).shape == (16, 2)
 
 
 def test_weights_drive_the_sampler_within_the_datamix(datasets):

@@ -72,6 +72,18 @@ def test_excess_loss_is_loss_minus_reference_clipped_at_zero_nan_kept():
     assert np.isnan(out[3])
 
 
+def test_excess_of_an_infinite_loss_is_left_out_never_clipped_to_zero():
+    """Case C06 over excess_loss: a -inf loss minus its reference, clipped at 0, was a finite 0
+    that entered the window; any non-finite loss stays out of it (NaN), +inf as -inf."""
+    batch = np.array([[0, 0], [0, 1], [0, 0]])
+    out = excess_losses(batch, np.array([-np.inf, np.inf, 2.5]), [np.array([2.0, 1.0])])
+    assert np.isnan(out[:2]).all()
+    assert out[2] == 0.5
+    window = StreamWindow(4)
+    window.push(out, batch[:, 0])
+    assert (len(window), window.num_non_finite) == (1, 2)
+
+
 def test_learnability_is_the_relative_drop_and_fills_unknown_streams():
     then = np.array([4.0, 2.0, np.nan, 0.0])
     now = np.array([3.0, 1.9, 1.0, 1.0])
@@ -286,4 +298,40 @@ def test_stream_weights_of_another_shape_are_refused_by_the_loader(streams):
         loader.set_proportions(np.array([0.5, 0.5]))
     with pytest.raises(ValueError, match=r"do not fit a phase of 3 stream\(s\)"):
         loader.set_proportions(np.array([0.5, 0.5, 0.0]))
+    loader.close()
+
+
+@pytest.mark.parametrize("signal", ["loss", "excess_loss", "learnability"])
+def test_c06_an_all_non_finite_window_keeps_the_phase_proportions_over_streams(streams, signal):
+    """Case C06 against ``unit: "streams"``: steps whose losses are all NaN or ±inf (samples
+    without a loss-bearing token) leave the window empty; each recompute keeps the phase's own
+    proportions (``kept_previous``), hands the loader nothing, and counts every value left out;
+    then one finite step gives finite weights with the floor held."""
+    keys: dict[str, Any] = {"signal": signal, "window": 8, "recompute_every_n_steps": 1}
+    if signal == "excess_loss":
+        keys["reference_metric"] = "ref_loss"
+    cfg = DynamicConfig(enabled=True, unit="streams", floor=0.1, **keys)
+    loader = PhaseLoader(_phase(streams), 0, seed=3, num_buckets=1)
+    reweighter = make_reweighter(cfg, seed=3)
+    reweighter.start_phase(loader, None)
+    bad = np.resize([np.nan, np.inf, -np.inf], 10)
+    for step in (1, 2):
+        batch = loader.next_global_batch(10)
+        reweighter.observe(batch, bad)
+        update = reweighter.maybe_recompute(step)
+        assert update is not None
+        assert update.proportions is None
+        assert update.record["kept_previous"] is True
+        assert update.record["weights"] == [0.4, 0.4, 0.2]
+        assert update.record["num_non_finite"] == 10 * step
+    for step in (3, 4):  # learnability compares two recomputes with losses
+        batch = loader.next_global_batch(10)
+        reweighter.observe(batch, _losses(batch, step))
+        update = reweighter.maybe_recompute(step)
+    assert update is not None
+    assert update.proportions is not None
+    weights = np.asarray(update.record["weights"])
+    assert np.isfinite(weights).all()
+    assert (weights >= 0.1).all()
+    assert abs(weights.sum() - 1) <= 1e-12
     loader.close()

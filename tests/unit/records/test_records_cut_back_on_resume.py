@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import pytest
 from monitor_readers import read_csv_monitor
 
-from curriculum_ds.records.jsonl import JsonlWriter, RunLog, read_jsonl
+from curriculum_ds.records.jsonl import JsonlWriter, RunLog, read_jsonl, truncate_jsonl
 from curriculum_ds.records.monitors import CurriculumMonitor
 from curriculum_ds.records.resume import (
     last_row_per_step,
@@ -156,3 +157,24 @@ def test_report_and_curve_read_one_row_per_step(tmp_path):
     curve = load_curve(run_dir)
     assert curve.steps == [2, 4]
     assert curve.weights == [[0.5, 0.5], [0.25, 0.75]]
+
+
+def test_a_corrupt_line_before_the_last_is_named_and_a_cut_back_keeps_the_lines_after_it(
+    tmp_path,
+):
+    """A crash leaves at most a partial last line; a corrupt line with complete lines after it
+    (a failed write the run went past, an edit) was read as the end of the file, silently
+    dropping every later row from curve and report. Readers now refuse it, naming the line; a
+    resume's cut-back drops that line only. Blank lines are skipped."""
+    from curriculum_ds.errors import DataError
+
+    path = tmp_path / "curriculum_history.jsonl"
+    path.write_text('{"step": 1}\n\n{"step": 2, "wei\n{"step": 3}\n[4]\n{"step": 5}\n{"step": 6, ')
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))} line 3: not a JSON object"):
+        read_jsonl(path)
+    assert [r["step"] for r in read_jsonl(path, skip_corrupt=True)] == [1, 3, 5]
+    truncate_jsonl(path, 5)
+    assert [r["step"] for r in read_jsonl(path)] == [1, 3, 5]
+    # a corrupt or partial LAST line stays a crash's: ignored
+    path.write_text('{"step": 1}\n{"step": 2}\n\x00\x00garbage\n')
+    assert [r["step"] for r in read_jsonl(path)] == [1, 2]
