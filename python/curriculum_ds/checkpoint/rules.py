@@ -164,6 +164,12 @@ def _check_dynamic_unchanged(
     for field, saved_value, value in (
         ("unit", saved_dynamic.unit, dynamic.unit),
         ("signal", saved_dynamic.signal, dynamic.signal),
+        # the window's excess losses were taken against this column (None: not recorded)
+        (
+            "reference_metric",
+            saved_dynamic.reference_metric or dynamic.reference_metric,
+            dynamic.reference_metric,
+        ),
     ):
         if saved_value != value:
             raise ResumeError(

@@ -195,6 +195,8 @@ class DynamicState:
             ``"learnability"``.
         mean_losses: learnability: each stream's mean loss at the phase's last recomputes,
             float64 ``(num_streams,)`` each, oldest first; else empty.
+        reference_metric: excess loss: the column the window's signals were taken against (None
+            otherwise, and in states saved before it was recorded).
     """
 
     phase_idx: int | None
@@ -207,6 +209,7 @@ class DynamicState:
     unit: str = "buckets"
     signal: str = "loss"
     mean_losses: list[Any] = dataclasses.field(default_factory=list)
+    reference_metric: str | None = None
 
     @property
     def num_buckets(self) -> int:
@@ -261,6 +264,7 @@ class DynamicState:
             num_recomputes=int(_get(saved, w, "num_recomputes", (int, np.integer))),
             unit=unit,
             signal=_get(saved, w, "signal", str, optional=True) or "loss",
+            reference_metric=_get(saved, w, "reference_metric", str, optional=True),
             mean_losses=list(mean_losses),
         )
 
@@ -268,7 +272,7 @@ class DynamicState:
         """The saved form (``DynamicReweighter.state_dict``'s keys, in its order)."""
         out: dict[str, Any] = {}
         if self.unit != "buckets" or self.signal != "loss":
-            out.update(unit=self.unit, signal=self.signal)
+            out.update(unit=self.unit, signal=self.signal, reference_metric=self.reference_metric)
         out["phase_idx"] = self.phase_idx
         out.update(
             probs=self.probs,

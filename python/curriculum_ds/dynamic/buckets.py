@@ -273,13 +273,17 @@ class DynamicReweighter:
     def state_dict(self) -> dict[str, Any]:
         """Everything a resume needs, as plain numpy arrays and ints.
 
-        ``unit`` and ``signal`` (with a signal other than ``"loss"``), ``probs`` (float64
+        ``unit``, ``signal`` and ``reference_metric`` (with a signal other than ``"loss"``),
+        ``probs`` (float64
         ``(B,)``), ``window`` (:meth:`RollingWindow.state_dict`),
         ``last_loss`` and ``buckets`` (per stream, float32 / int8 ``(num_samples,)``), ``edges``
         (float64 ``(B-1,)`` or None), ``num_recomputes``, ``phase_idx``. The sampler counters are
         the loader's.
         """
-        signal = {} if self.cfg.signal == "loss" else {"unit": "buckets", "signal": self.cfg.signal}
+        signal: dict[str, Any] = {}
+        if self.cfg.signal != "loss":
+            signal = {"unit": "buckets", "signal": self.cfg.signal}
+            signal["reference_metric"] = self.cfg.reference_metric
         return {
             **signal,
             "phase_idx": self.phase_idx,

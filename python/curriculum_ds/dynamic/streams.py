@@ -179,7 +179,8 @@ class StreamReweighter:
     def state_dict(self) -> dict[str, Any]:
         """Everything a resume needs, as plain numpy arrays and ints.
 
-        ``unit`` (``"streams"``), ``signal``, ``phase_idx``, ``probs`` (float64
+        ``unit`` (``"streams"``), ``signal``, ``reference_metric`` (None but for excess loss),
+        ``phase_idx``, ``probs`` (float64
         ``(num_streams,)``), ``window`` (:meth:`StreamWindow.state_dict`), ``last_loss`` (empty:
         no per-sample state), ``buckets`` and ``edges`` (None), ``num_recomputes``,
         ``mean_losses`` (float64 ``(num_streams,)`` each). The loader keeps its own
@@ -188,6 +189,7 @@ class StreamReweighter:
         return {
             "unit": "streams",
             "signal": self.cfg.signal,
+            "reference_metric": self.cfg.reference_metric,
             "phase_idx": self.phase_idx,
             "probs": self.probs.copy(),
             "window": self.window.state_dict(),

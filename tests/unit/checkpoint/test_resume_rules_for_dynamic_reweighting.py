@@ -150,3 +150,20 @@ def test_a_bucket_state_saved_before_units_is_buckets_and_loss():
         [],
     )
     assert "unit" not in state.dynamic.to_dict()  # saved as it always was
+
+
+def test_another_reference_column_mid_phase_is_refused():
+    # the window's excess losses were taken against ref_loss: another reference would mix two
+    excess = {**STREAMS, "signal": "excess_loss", "reference_metric": "ref_loss"}
+    saved = _saved(_cfg(**excess), 500)
+    saved["dynamic"] = {**_streams_state("excess_loss"), "reference_metric": "ref_loss"}
+    assert not check_resume(_cfg(**excess), saved).is_new_phase
+    with pytest.raises(
+        ResumeError,
+        match=r'^curriculum.dynamic.reference_metric: the checkpoint is inside phase 0 \("a"\), '
+        r'which ran with reference_metric "ref_loss", not "ref_loss_v2"; it cannot change',
+    ):
+        check_resume(_cfg(**{**excess, "reference_metric": "ref_loss_v2"}), saved)
+    state = CurriculumState.from_dict(saved)
+    assert state.dynamic is not None
+    assert state.dynamic.to_dict()["reference_metric"] == "ref_loss"
