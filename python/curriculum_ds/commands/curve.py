@@ -200,10 +200,7 @@ def render_table(curve: Curve, max_rows: int = 20) -> str:
     lines = [
         f"bucket weights ({_bucket_counts(curve)} buckets, b0 = easiest, b{num_buckets - 1} = "
         "hardest; "
-        f"{len(curve.steps)} recomputes"
-        + (f", floor {curve.floor:g}" if curve.floor is not None else "")
-        + (f", temperature {curve.temperature:g}" if curve.temperature is not None else "")
-        + ")",
+        f"{len(curve.steps)} recomputes{_knobs(curve)})",
         header,
         "-" * len(header),
     ]
@@ -225,6 +222,12 @@ def render_table(curve: Curve, max_rows: int = 20) -> str:
     return "\n".join(lines)
 
 
+def _knobs(curve: Curve) -> str:
+    """``, floor F, temperature T`` for a table's title (each when the history records it)."""
+    floor = f", floor {curve.floor:g}" if curve.floor is not None else ""
+    return floor + (f", temperature {curve.temperature:g}" if curve.temperature is not None else "")
+
+
 def _shown_rows(num_rows: int, max_rows: int) -> list[int]:
     """Row indices evenly thinned to about ``max_rows``, the first and the last always in."""
     stride = max(1, -(-num_rows // max_rows))
@@ -244,10 +247,7 @@ def _streams_table(curve: Curve, max_rows: int) -> str:
     )
     lines = [
         f"stream weights (signal {curve.signal}; {_bucket_counts(curve)} streams; "
-        f"{len(curve.steps)} recomputes"
-        + (f", floor {curve.floor:g}" if curve.floor is not None else "")
-        + (f", temperature {curve.temperature:g}" if curve.temperature is not None else "")
-        + ")",
+        f"{len(curve.steps)} recomputes{_knobs(curve)})",
         header,
         "-" * len(header),
     ]
