@@ -100,7 +100,8 @@ def test_static_metric_must_exist_when_dynamic(data_dir: Path) -> None:
         ConfigError,
         match=(
             r'^curriculum\.dynamic\.static_metric: stream "data/short" \(schedule\[0\] '
-            r'\("short"\)\.train_loader\.streams\[0\]\) has no metric column "token_entropy"'
+            r'\("short"\)\.train_loader\.streams\[0\]\) \(and 1 other stream\(s\)\) has no metric '
+            r'column "token_entropy"'
         ),
     ):
         check_streams(parse_curriculum(section))
