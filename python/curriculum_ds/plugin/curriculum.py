@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.checkpoint.state import DynamicState, LoaderState
 from curriculum_ds.config.ramps import is_ramp
+from curriculum_ds.distributed import Topology
 from curriculum_ds.dynamic import make_reweighter
 from curriculum_ds.errors import StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr, optimizer_lr
 from curriculum_ds.plugin.checkpointing import CheckpointingMixin
 from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
-from curriculum_ds.plugin.engine_like import EngineLike, Topology
+from curriculum_ds.plugin.engine_like import EngineLike
 from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
@@ -60,7 +61,7 @@ class Curriculum(CheckpointingMixin):
         lr_schedule: ``curriculum.lr_schedule`` (:class:`~curriculum_ds.lr_schedule.LRSchedule`),
             applied to every param group when a step is drawn; None without one.
         topology: the data-parallel ranks, read from the engine
-            (:meth:`~curriculum_ds.plugin.engine_like.Topology.from_engine`).
+            (:meth:`~curriculum_ds.distributed.Topology.from_engine`).
         dp_rank / dp_world_size: this rank and the number of data-parallel ranks (``topology``'s).
         micro_batch_size / gradient_accumulation_steps / global_batch_size: samples per
             micro-batch per rank, micro-batches per step per rank, and samples per optimizer step

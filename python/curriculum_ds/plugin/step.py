@@ -8,10 +8,9 @@ global count at once (torchtitan's ``global_valid_tokens``); :func:`curriculum_d
 scale_micro_batch_loss` is the one place that owns the scaling.
 
 A step is built from plain values, as :class:`~curriculum_ds.plugin.evaluation.Evaluator` is:
-the engine, its :class:`~curriculum_ds.plugin.engine_like.Topology`, the loss weighting, the lr,
-a stop flag and a completion callback. It never sees the curriculum: :meth:`Step.finish` hands
-a :class:`~curriculum_ds.records.schema.StepOutcome` to the callback and returns the metrics
-row the callback gives back.
+the engine, its :class:`~curriculum_ds.distributed.Topology`, the loss weighting, the lr, a stop
+flag and a completion callback. It never sees the curriculum: :meth:`Step.finish` hands a
+:class:`~curriculum_ds.records.schema.StepOutcome` to the callback and returns its rows.
 """
 
 from __future__ import annotations
@@ -42,8 +41,9 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
+    from curriculum_ds.distributed import Topology
     from curriculum_ds.loader import MicroBatch
-    from curriculum_ds.plugin.engine_like import EngineLike, Topology
+    from curriculum_ds.plugin.engine_like import EngineLike
     from curriculum_ds.records.schema import HistoryRow, MetricsRow, TraceRow
 
     Complete = Callable[[StepOutcome], tuple[MetricsRow, HistoryRow | None]]

@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from curriculum_ds.distributed import Topology
 from curriculum_ds.errors import StepError
-from curriculum_ds.plugin.engine_like import Topology
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.records.schema import StepOutcome, TraceRow
 
