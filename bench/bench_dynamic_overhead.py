@@ -11,7 +11,7 @@ ranks. One invocation measures it two ways, on the same data and schedule:
    the sampler favours other (harder, longer) samples, so per-step time also moves with the data,
    not only with the machinery; time per token is the fairer end-to-end number.
 2. **In-run profile** (the headline figure). A ``sitecustomize.py`` put on the ranks'
-   ``PYTHONPATH`` times, inside every rank of the same runs, ``DynamicReweighter.observe``,
+   ``PYTHONPATH`` times, inside every rank of the same runs, ``BucketReweighter.observe``,
    ``maybe_recompute``, ``start_phase``, the training loop's ``all_gather`` of per-sample losses
    and ``PhaseLoader.next_global_batch`` (its extra time over the dynamic-off runs' mean per call
    is the bucketed sampler's cost). Their sum over the run's summed step wall time is the
@@ -51,7 +51,7 @@ from curriculum_ds.commands.demo import build_demo_data, demo_ds_config
 from curriculum_ds.commands.launch import build_command, launcher_env
 from curriculum_ds.config import CurriculumConfig
 from curriculum_ds.data import read_stream_info
-from curriculum_ds.dynamic import DynamicReweighter
+from curriculum_ds.dynamic import BucketReweighter
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.records.jsonl import read_jsonl
 
@@ -98,13 +98,13 @@ if _out:
 
         setattr(owner, name, wrapper)
 
-    from curriculum_ds.dynamic import DynamicReweighter
+    from curriculum_ds.dynamic import BucketReweighter
     from curriculum_ds.loader import PhaseLoader
     import torch.distributed as _dist
 
-    _timed(DynamicReweighter, "observe", "observe")
-    _timed(DynamicReweighter, "maybe_recompute", "maybe_recompute")
-    _timed(DynamicReweighter, "start_phase", "start_phase")
+    _timed(BucketReweighter, "observe", "observe")
+    _timed(BucketReweighter, "maybe_recompute", "maybe_recompute")
+    _timed(BucketReweighter, "start_phase", "start_phase")
     _timed(PhaseLoader, "next_global_batch", "next_global_batch")
     _all_gather = _dist.all_gather
 
@@ -278,9 +278,9 @@ def time_machinery(config_path: Path, *, steps: int, dp_world_size: int = 2) -> 
     for phase_idx, phase in enumerate(cfg.schedule):
         on = PhaseLoader(phase, phase_idx, seed=cfg.seed, num_buckets=dyn_cfg.num_buckets)
         off = PhaseLoader(phase, phase_idx, seed=cfg.seed, num_buckets=1)
-        dyn = DynamicReweighter(dyn_cfg, seed=cfg.seed)
+        dyn = BucketReweighter(dyn_cfg)
         t = time.perf_counter()
-        on.set_buckets(dyn.start_phase(on, None))  # once per phase: counted into recompute
+        on.apply(dyn.start_phase(on.view(), None))  # once per phase: counted into recompute
         totals["recompute"] += time.perf_counter() - t
         for step in range(1, steps + 1):
             t0 = time.perf_counter()
@@ -294,8 +294,8 @@ def time_machinery(config_path: Path, *, steps: int, dp_world_size: int = 2) -> 
             dyn.observe(batch, losses)
             t4 = time.perf_counter()
             update = dyn.maybe_recompute(step)
-            if update is not None and update.buckets is not None:
-                on.set_buckets(update.buckets)  # as the curriculum applies it
+            if update is not None:
+                on.apply(update)  # as the curriculum applies it
             t5 = time.perf_counter()
             totals["batch_on"] += t1 - t0
             totals["batch_off"] += t2 - t1

@@ -88,13 +88,11 @@ def time_units(config_path: Path, *, steps: int, dp_world_size: int = 2) -> dict
         arms = []
         for (unit, signal), name in zip(ARMS, names, strict=True):
             dyn_cfg = _arm_config(cfg.dynamic, unit, signal)
-            reweighter = make_reweighter(dyn_cfg, seed=cfg.seed)
+            reweighter = make_reweighter(dyn_cfg)
             num_buckets = reweighter.num_buckets
             loader = PhaseLoader(phase, phase_idx, seed=cfg.seed, num_buckets=num_buckets)
             t = time.perf_counter()
-            buckets = reweighter.start_phase(loader, None)  # once per phase, amortised
-            if buckets is not None:
-                loader.set_buckets(buckets)
+            loader.apply(reweighter.start_phase(loader.view(), None))  # once per phase
             totals[name] += time.perf_counter() - t
             arms.append((name, loader, reweighter))
         for step in range(1, steps + 1):
@@ -103,14 +101,11 @@ def time_units(config_path: Path, *, steps: int, dp_world_size: int = 2) -> dict
             shift = step % len(arms)
             for name, loader, reweighter in arms[shift:] + arms[:shift]:
                 t = time.perf_counter()
-                batch = loader.next_global_batch(global_batch, reweighter.sampler_probs)
+                batch = loader.next_global_batch(global_batch)
                 reweighter.observe(batch, losses)
                 update = reweighter.maybe_recompute(step)
-                if update is not None:  # as the curriculum applies it (plugin/completion.py)
-                    if update.buckets is not None:
-                        loader.set_buckets(update.buckets)
-                    if update.proportions is not None:
-                        loader.set_proportions(update.proportions)
+                if update is not None:  # as the curriculum applies it (plugin/curriculum.py)
+                    loader.apply(update)
                 totals[name] += time.perf_counter() - t
             counted += 1
         for _, loader, _ in arms:

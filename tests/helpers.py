@@ -402,13 +402,12 @@ def two_phase_curriculum(
 
 
 def recompute(dynamic: Any, global_step: int, loader: Any) -> dict[str, Any] | None:
-    """What the curriculum does after a step: ``maybe_recompute``, the loader applying the bucket
-    update it hands back; returns the history record (None between recomputes)."""
+    """What the curriculum does after a step: ``maybe_recompute``, the loader applying the update
+    it hands back; returns the history record (None between recomputes)."""
     update = dynamic.maybe_recompute(global_step)
     if update is None:
         return None
-    if update.buckets is not None:
-        loader.set_buckets(update.buckets)
+    loader.apply(update)
     return update.record  # type: ignore[no-any-return]
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from curriculum_ds.errors import CurriculumError, DataError
 
@@ -22,6 +23,7 @@ __all__ = [
     "RUN_DIR_LOCK_NAME",
     "LocalRankError",
     "RunDirInUseError",
+    "Topology",
     "ensure_local_world_size",
     "free_port",
     "lock_run_dir",
@@ -268,3 +270,45 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Topology:
+    """This process's place among the data-parallel ranks.
+
+    Attributes:
+        dp_rank: this rank, in ``[0, dp_world_size)``.
+        dp_world_size: data-parallel ranks (>= 1). Every rank draws the same global batch and
+            takes the slice at ``dp_rank``.
+    """
+
+    dp_rank: int = 0
+    dp_world_size: int = 1
+
+    @classmethod
+    def from_engine(cls, engine: Any) -> Topology:
+        """The topology of ``engine``: its data-parallel world and this rank in it.
+
+        ``dp_world_size`` is ``engine.seq_dp_world_size`` when the engine has one, else
+        ``engine.dp_world_size``; ``dp_rank`` is this process's rank in the engine's
+        (sequence-)data-parallel group, 0 when ``torch.distributed`` is not initialised. Under
+        plain data parallelism (what the plugin supports) the group is the whole world, so
+        these are ``torch.distributed``'s rank and world size. Reads only; no collective.
+        """
+        import torch.distributed as dist
+
+        world = int(getattr(engine, "seq_dp_world_size", None) or engine.dp_world_size)
+        rank = 0
+        if dist.is_available() and dist.is_initialized():
+            group = getattr(engine, "seq_data_parallel_group", None) or getattr(
+                engine, "data_parallel_group", None
+            )
+            rank = int(dist.get_rank(group=group))
+        return cls(dp_rank=rank, dp_world_size=world)
+
+    @property
+    def collective(self) -> bool:
+        """Whether the ranks must communicate: ``torch.distributed`` is up and there are > 1."""
+        import torch.distributed as dist
+
+        return self.dp_world_size > 1 and dist.is_available() and dist.is_initialized()

@@ -30,7 +30,7 @@ resumable whatever the number of ranks:
   an epoch of the datamix (the ``ep`` unit) is ``samples_per_pass`` samples of the phase.
   **Dynamic re-weighting** over buckets (``dynamic.unit: "buckets"``) picks buckets *within* a
   stream and never changes the stream mix, in either unit; over streams (``"streams"``) its
-  weights replace the proportions from each recompute on (:meth:`PhaseLoader.set_proportions`):
+  weights replace the proportions from each recompute on (:meth:`PhaseLoader.apply`):
   the deficit rule then tracks the integral of those step-wise weights, as it tracks a ramp.
   With ``"tokens"`` a sample placed at step t may have been drawn (its bucket
   picked) up to one global batch earlier, i.e. under the bucket probabilities or bucket
@@ -44,7 +44,6 @@ resumable whatever the number of ranks:
 from __future__ import annotations
 
 import hashlib
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,17 +51,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from curriculum_ds.data import close_stream, open_stream, read_stream_info
-from curriculum_ds.data.bulk import BulkReader
-from curriculum_ds.data.streams import drop_cached_shard
-from curriculum_ds.data.streams import streaming_registration as _streaming_registration
+from curriculum_ds.data import read_stream_info
 from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
-from curriculum_ds.errors import DownloadError
+from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.kernels import BucketSampler, blend_samples, blend_tokens
 from curriculum_ds.loader_state import parse_loader_state
-from curriculum_ds.loss import IGNORE_INDEX
 from curriculum_ds.microbatch import MicroBatch, collate
 from curriculum_ds.preflight import check_packed_rows
+from curriculum_ds.sample_reader import SampleReader
 
 if TYPE_CHECKING:
     from curriculum_ds.config import PhaseConfig
@@ -99,7 +95,6 @@ class PhaseLoader:
         self.max_seq_len = loader.peak_seq_len  # the largest point of a warmup ramp
         self.seq_len = loader.seq_len_at(0.0)  # this step's truncation (moves with a warmup)
         self.stream_names = [s.name or _default_name(s.local) for s in loader.streams]
-        self.remotes = [s.remote for s in loader.streams]
         for name, s in zip(self.stream_names, loader.streams, strict=True):
             if s.remote is not None and not (Path(s.local) / "index.json").is_file():
                 _sync_remote(name, s.local, s.remote)  # preflight was skipped (check_data=False)
@@ -110,14 +105,19 @@ class PhaseLoader:
                 self.max_seq_len,
                 f"curriculum.schedule[{phase_idx}] ({phase.name!r}).train_loader.streams[{j}]",
             )
-        with _streaming_registration():
-            self.datasets = [open_stream(s.local, s.remote) for s in loader.streams]
-        # released by close(), or when the loader is garbage-collected if nobody called it
-        self._release = weakref.finalize(self, _close_all, self.datasets)
-        self._bulk = BulkReader.of(self.datasets)  # None: every sample through streaming
+        self.reader = SampleReader(
+            self.stream_names,
+            [s.local for s in loader.streams],
+            [s.remote for s in loader.streams],
+        )
         self.moving_mix = loader.is_moving_mix
         # dynamic.unit "streams": the weights of the last recompute, which replace the proportions
         self.stream_weights: npt.NDArray[np.float64] | None = None
+        # a temporary mixture (MixtureUpdate.hold_steps): draws left under it, and the stream
+        # weights after it (None: the phase's ramp again)
+        self.hold: tuple[int, npt.NDArray[np.float64] | None] | None = None
+        # dynamic.unit "buckets": the bucket probabilities the samplers draw with
+        self.bucket_probs = np.full(num_buckets, 1.0 / num_buckets)
         self.proportions = np.array(loader.proportions_at(0.0), dtype=np.float64)
         # a moving mix only: the integral of each stream's target so far, in the unit counted
         self.targets = np.zeros(len(loader.streams), dtype=np.float64)
@@ -159,7 +159,8 @@ class PhaseLoader:
 
         Args:
             global_batch_size: Samples per optimizer step over all ranks and micro-batches.
-            probs: Bucket probabilities, float64 ``(num_buckets,)`` summing to 1; None = uniform.
+            probs: Bucket probabilities, float64 ``(num_buckets,)`` summing to 1; None: the
+                loader's own (:attr:`bucket_probs`, set by :meth:`apply`; uniform until then).
             fraction: The step's start progress in the phase, in [0, 1] (its consumed share of
                 the phase's duration): where ramps are read. Ignored without ramps.
 
@@ -169,7 +170,8 @@ class PhaseLoader:
             draw, :meth:`stream_tokens` and :meth:`fetch` truncate to this step's ``seq_len``.
         """
         if probs is None:
-            probs = np.full(self.num_buckets, 1.0 / self.num_buckets)
+            probs = self.bucket_probs
+        self._count_down_hold()
         loader = self.phase.train_loader
         seq_len = loader.seq_len_at(fraction)
         if seq_len != self.seq_len:
@@ -243,6 +245,62 @@ class PhaseLoader:
         """Whether the deficit rule follows ``targets`` (a moving mix, or stream weights)."""
         return self.moving_mix or self.stream_weights is not None
 
+    def view(self) -> PhaseView:
+        """The phase as a re-weighting reads it (names, proportions, sizes, metric columns)."""
+        return PhaseView(
+            phase_idx=self.phase_idx,
+            stream_names=tuple(self.stream_names),
+            proportions=self.proportions.copy(),
+            num_samples=tuple(info.num_samples for info in self.infos),
+            metrics=tuple(info.metrics for info in self.infos),
+        )
+
+    def apply(self, update: MixtureUpdate) -> None:
+        """Apply a re-weighting's update from the next draw: the one place one reaches the loader.
+
+        Bucket assignments and probabilities go to the samplers, proportions replace the phase's
+        (:meth:`set_proportions`; with ``hold_steps``, for that many draws only, then the
+        stream weights of before come back: the last recompute's, the phase's ramp, or its
+        static proportions), loss weights replace the streams' ``loss_weight``.
+
+        Raises:
+            ValueError: a field does not fit this phase (its number of streams or buckets, a
+                weight not > 0, loss weights negative or all 0).
+            SamplingError: an assignment has the wrong length or a bucket out of range.
+        """
+        if update.buckets is not None:
+            self.set_buckets(update.buckets)
+        if update.bucket_probs is not None:
+            probs = np.asarray(update.bucket_probs, dtype=np.float64)
+            if probs.shape != (self.num_buckets,):
+                raise ValueError(f"bucket probabilities {probs.tolist()} for {self.num_buckets}")
+            self.bucket_probs = probs.copy()
+        if update.loss_weights is not None:
+            weights = np.asarray(update.loss_weights, dtype=np.float64)
+            if (
+                weights.shape != self.loss_weights.shape
+                or (weights < 0).any()
+                or weights.sum() <= 0
+            ):
+                raise ValueError(f"loss weights {weights.tolist()} do not fit the phase's streams")
+            self.loss_weights = weights.copy()
+        if update.proportions is not None:
+            before = self.stream_weights
+            if before is None and not self.moving_mix:  # static: the same shares, tracked
+                before = np.array(self.phase.train_loader.proportions_at(0.0), dtype=np.float64)
+            self.set_proportions(update.proportions)
+            self.hold = None if update.hold_steps is None else (update.hold_steps, before)
+
+    def _count_down_hold(self) -> None:
+        """A draw under a temporary mixture: the mixture of before comes back after the last."""
+        if self.hold is None:
+            return
+        left, after = self.hold
+        if left == 0:
+            self.stream_weights, self.hold = after, None
+        else:
+            self.hold = (left - 1, after)
+
     def set_proportions(self, weights: npt.NDArray[np.float64]) -> None:
         """Replace the phase's stream proportions from the next draw on (``unit: "streams"``).
 
@@ -309,49 +367,10 @@ class PhaseLoader:
         """Passes over the datamix so far in this phase (``num_samples / samples_per_pass``)."""
         return self.num_samples / self.samples_per_pass
 
-    # ----------------------------------------------------------------------------- fetching
+    # ----------------------------------------------------------------------------- reading
     def fetch(self, pairs: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int32]]:
-        """Read the token arrays of ``(stream_idx, sample_idx)`` pairs, truncated to max_seq_len.
-
-        The samples are read in bulk from the memory-mapped shards
-        (:class:`~curriculum_ds.data.bulk.BulkReader`), byte-identical to streaming's
-        ``StreamingDataset.__getitem__``, which reads them instead when a shard is not cached
-        yet: a sample of a remote stream is then downloaded first (by mosaicml-streaming, one
-        process per node) and checked against its recorded hash.
-
-        Raises:
-            DownloadError: a sample cannot be read (its shard failed to download or to verify
-                against its recorded hash, or a local shard file went missing), naming the stream.
-        """
-        flat = None if self._bulk is None else self._bulk.read(pairs, self.seq_len)
-        if flat is None:
-            return self._fetch_each(pairs)
-        return np.split(flat[0], np.cumsum(flat[1][:-1])) if len(flat[1]) else []
-
-    def _fetch_each(self, pairs: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int32]]:
-        """:meth:`fetch` through streaming's ``__getitem__``, one sample at a time."""
-        out = []
-        datasets, limit = self.datasets, self.seq_len
-        for stream, index in pairs.tolist():  # plain ints: no numpy scalar per sample
-            try:
-                tokens = datasets[stream][index]["input_ids"]
-            except Exception as err:  # streaming wraps storage errors in RuntimeError/ValueError
-                if self.remotes[stream] is not None:  # no unverified shard left in the cache
-                    drop_cached_shard(datasets[stream], index)
-                    if self._bulk is not None:
-                        self._bulk.forget()
-                raise DownloadError(self._fetch_failure(stream, index, err)) from None
-            out.append(np.asarray(tokens)[:limit])  # a warmup step's length, else max_seq_len
-        return out
-
-    def _fetch_failure(self, stream: int, index: int, err: Exception) -> str:
-        text = str(err).strip()
-        detail = text.splitlines()[0] if text else type(err).__name__
-        local = self.phase.train_loader.streams[stream].local
-        remote = self.remotes[stream]
-        source = f"remote {remote}, cache {local}" if remote is not None else local
-        name = self.stream_names[stream]
-        return f"stream {name!r} ({source}): cannot read sample {index}: {detail}"
+        """The token arrays of ``(stream_idx, sample_idx)`` pairs, cut to this step's seq_len."""
+        return self.reader.fetch(pairs, self.seq_len)
 
     def micro_batches(
         self,
@@ -362,16 +381,10 @@ class PhaseLoader:
         micro_batch_size: int,
     ) -> list[MicroBatch]:
         """This rank's micro-batches of a global batch: a contiguous slice, in order."""
-        per_rank = len(batch) // dp_world_size
-        start = dp_rank * per_rank
-        result = []
-        for offset in range(start, start + per_rank, micro_batch_size):
-            positions = np.arange(offset, offset + micro_batch_size, dtype=np.int64)
-            pairs, bulk = batch[positions], self._bulk  # padded as collate(self.fetch(pairs))
-            padded = None if bulk is None else bulk.read_padded(pairs, self.seq_len, IGNORE_INDEX)
-            mb = None if padded is None else MicroBatch.of_arrays(*padded, positions)
-            result.append(mb if mb is not None else collate(self.fetch(pairs), positions))
-        return result
+        sizes = {"dp_rank": dp_rank, "dp_world_size": dp_world_size}
+        return self.reader.micro_batches(
+            batch, self.seq_len, **sizes, micro_batch_size=micro_batch_size
+        )
 
     # ----------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
@@ -381,7 +394,8 @@ class PhaseLoader:
         placed per stream) and ``pending`` (per stream, the sample indices drawn but not placed
         yet, at most one global batch each); with ``"samples"`` the dict is as it always was.
         A moving mix adds ``targets`` (per stream, the integral of its target so far); stream
-        weights (:meth:`set_proportions`) add ``stream_weights`` and ``targets``.
+        weights (:meth:`set_proportions`) add ``stream_weights`` and ``targets``; a temporary
+        mixture in progress adds ``hold``.
         """
         state: dict[str, Any] = {
             "phase_idx": self.phase_idx,
@@ -397,6 +411,9 @@ class PhaseLoader:
             state["targets"] = self.targets.tolist()
         if self.stream_weights is not None:
             state["stream_weights"] = self.stream_weights.tolist()
+        if self.hold is not None:
+            left, after = self.hold
+            state["hold"] = {"steps": left, "weights": None if after is None else after.tolist()}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -428,22 +445,14 @@ class PhaseLoader:
         self.pending = counters.pending
         self.targets = counters.targets
         self.stream_weights = counters.stream_weights
+        self.hold = counters.hold
 
     def close(self) -> None:
-        """Release the streaming datasets (their shared memory, see ``close_stream``), the maps."""
-        if self._bulk is not None:
-            self._bulk.forget()
-        self._release()
-
-
-def _close_all(datasets: list[Any]) -> None:
-    for ds in datasets:
-        close_stream(ds)
-    datasets.clear()
+        """Release the streaming datasets (their shared memory), the maps."""
+        self.reader.close()
 
 
 def _default_name(local: str) -> str:
-
     return Path(local).name
 
 

@@ -33,6 +33,8 @@ class LoaderCounters:
         stream_weights: float64 ``(num_streams,)`` the proportions set by re-weighting over
             streams, or None.
         samplers: per stream, the sampler's saved state (checked by the sampler's kernel).
+        hold: a temporary mixture in progress: (draws left under it, the stream weights after
+            it or None for the phase's ramp), or None.
     """
 
     num_samples: int
@@ -42,6 +44,7 @@ class LoaderCounters:
     targets: npt.NDArray[np.float64]
     stream_weights: npt.NDArray[np.float64] | None
     samplers: list[dict[str, Any]]
+    hold: tuple[int, npt.NDArray[np.float64] | None] | None = None
 
 
 def parse_loader_state(
@@ -102,6 +105,7 @@ def parse_loader_state(
             f"{num_samples} samples drawn"
         )
     return LoaderCounters(
+        hold=_hold(state.get("hold"), num_streams),
         num_samples=num_samples,
         stream_counts=stream_counts,
         placed_tokens=placed_tokens,
@@ -110,6 +114,23 @@ def parse_loader_state(
         stream_weights=weights,
         samplers=samplers,
     )
+
+
+def _hold(
+    hold: dict[str, Any] | None, num_streams: int
+) -> tuple[int, npt.NDArray[np.float64] | None] | None:
+    """A saved temporary mixture, checked: ``(draws left ≥ 0, weights after it or None)``."""
+    if hold is None:
+        return None
+    steps, after = int(hold["steps"]), hold.get("weights")
+    weights = None if after is None else np.asarray(after, dtype=np.float64)
+    if steps < 0 or (
+        weights is not None and (weights.shape != (num_streams,) or not (weights > 0).all())
+    ):
+        raise ValueError(
+            f"loader state hold {hold} does not fit a phase of {num_streams} stream(s)"
+        )
+    return steps, weights
 
 
 def _token_state(

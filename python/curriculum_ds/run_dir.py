@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from curriculum_ds.checkpoint.files import SavedTag
     from curriculum_ds.checkpoint.rules import ResumePlan
     from curriculum_ds.plugin import Curriculum, MicroBatch, Step
-    from curriculum_ds.records.schema import EvalRow, MetricsRow
+    from curriculum_ds.records.schema import EvalRow, StepResult
 
 __all__ = ["RunDir", "skipped_steps_warning"]
 
@@ -173,7 +173,7 @@ class RunDir:
         """True once :meth:`finish` saw ``max_steps`` or a SIGTERM: iterating ``run`` ends."""
         return self._stop
 
-    def finish(self, step: Step) -> MetricsRow:
+    def finish(self, step: Step) -> StepResult:
         """Finish ``step`` (:meth:`Step.finish`), then what is due after it; collective.
 
         In order: the records (rank 0), a progress line, an evaluation when
@@ -191,7 +191,7 @@ class RunDir:
         curriculum = self.curriculum
         record = step.finish()
         if self._log is not None:
-            self._log.write(record, reweighting=step.reweighting, trace=step.trace_record())
+            self._log.write(record.row, reweighting=record.history, trace=step.trace_record())
         line = self._logger.line(record) if self._logger is not None else None
         if line is not None:
             print(line, flush=True)

@@ -19,7 +19,7 @@ from helpers import fixed_docs, launch, launch_many, make_dataset, metrics, trac
 
 from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
-from curriculum_ds.dynamic import DynamicReweighter
+from curriculum_ds.dynamic import BucketReweighter
 from curriculum_ds.loader import PhaseLoader
 
 pytestmark = pytest.mark.distributed
@@ -138,8 +138,8 @@ def test_boundary_checkpoint_resumes_into_b(c02):
     cfg = run.curriculum
     _, saved = read_curriculum_state(c02["boundary_ckpt"])
     loader = PhaseLoader(cfg.schedule[1], 1, seed=cfg.seed, num_buckets=cfg.dynamic.num_buckets)
-    dynamic = DynamicReweighter(cfg.dynamic, seed=cfg.seed)
-    loader.set_buckets(dynamic.start_phase(loader, saved["dynamic"]))
+    dynamic = BucketReweighter(cfg.dynamic)
+    loader.apply(dynamic.start_phase(loader.view(), saved["dynamic"]))
     first_b = loader.next_global_batch(GLOBAL_BATCH, dynamic.probs)
     assert recs[11]["samples"] == [["b", int(i)] for _, i in first_b]
     # nothing of A is replayed: steps 11-20 draw only from B

@@ -23,7 +23,7 @@ from test_kill_and_resume_reproduce_the_run import resume_scenario
 
 from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
-from curriculum_ds.dynamic import DynamicReweighter
+from curriculum_ds.dynamic import BucketReweighter
 from curriculum_ds.loader import PhaseLoader
 
 pytestmark = pytest.mark.distributed
@@ -44,7 +44,7 @@ def _draw_all() -> tuple[float, float, float]:
     return (np.random.rand(), random.random(), float(torch.rand(1)))  # noqa: NPY002
 
 
-def _restore(cfg_path, ckpt) -> tuple[PhaseLoader, DynamicReweighter, dict[str, Any]]:
+def _restore(cfg_path, ckpt) -> tuple[PhaseLoader, BucketReweighter, dict[str, Any]]:
     """What the trainer does with a checkpoint taken inside a phase, without DeepSpeed."""
     cfg = load_config(cfg_path).curriculum
     _, saved = read_curriculum_state(ckpt)
@@ -53,8 +53,8 @@ def _restore(cfg_path, ckpt) -> tuple[PhaseLoader, DynamicReweighter, dict[str, 
     loader = PhaseLoader(
         cfg.schedule[phase_idx], phase_idx, seed=cfg.seed, num_buckets=cfg.dynamic.num_buckets
     )
-    dynamic = DynamicReweighter(cfg.dynamic, seed=cfg.seed)
-    loader.set_buckets(dynamic.start_phase(loader, saved["dynamic"]))
+    dynamic = BucketReweighter(cfg.dynamic)
+    loader.apply(dynamic.start_phase(loader.view(), saved["dynamic"]))
     loader.load_state_dict(saved["loader"])
     return loader, dynamic, saved
 

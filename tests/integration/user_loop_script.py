@@ -9,7 +9,7 @@ It uses only ``curriculum_ds.initialize``, ``curriculum.load_checkpoint`` / ``sa
 
 * ``--log FILE``: rank 0 appends one JSON line per finished step: ``record`` (what
   ``step.finish()`` returned), ``trace`` (``step.trace_record()``: the global batch) and
-  ``reweighting`` (``step.reweighting``).
+  ``reweighting`` (``record.history``).
 * ``--save-interval N``: ``curriculum.save_checkpoint(RUN_DIR/checkpoints)`` every N steps.
 * ``--kill-after-step N``: SIGKILL this process once step N is finished, logged and (when due)
   checkpointed.
@@ -154,7 +154,7 @@ def main() -> None:
             torch.save(mbs, args.dump / f"rank{rank}_step{record['step']}.pt")
             dump_params(engine, args.dump / f"params{record['step']}.pt")
         if rank == 0:
-            row = {"record": record, "trace": step.trace_record(), "reweighting": step.reweighting}
+            row = {"record": record, "trace": step.trace_record(), "reweighting": record.history}
             with args.log.open("a") as f:
                 f.write(json.dumps(row) + "\n")
         if args.save_interval and record["step"] % args.save_interval == 0:

@@ -56,3 +56,23 @@ def test_a_step_never_sees_its_curriculum() -> None:
     assert "._curriculum" not in source
     # nothing private of another object is reached through a curriculum
     assert "curriculum._" not in source
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("dynamic", ("curriculum_ds.loader", "curriculum_ds.plugin")),
+        ("checkpoint", ("curriculum_ds.plugin",)),
+    ],
+)
+def test_lower_tiers_never_import_the_plugin_or_the_loader(package, forbidden) -> None:
+    """A re-weighting reads a ``PhaseView`` and hands back a ``MixtureUpdate`` (it never sees
+    the loader); the checkpoint package stores states and never reaches up into the plugin."""
+    offenders = [
+        f"{_name(p)} imports {n}"
+        for p in MODULES
+        if p.relative_to(PACKAGE).parts[0] == package
+        for n in sorted(_imported(p))
+        if any(n == f or n.startswith(f"{f}.") for f in forbidden)
+    ]
+    assert offenders == []

@@ -68,7 +68,7 @@ class CurriculumState:
             (informational).
         loader: the phase loader's counters (``PhaseLoader.state_dict``, typed), None before
             any draw.
-        dynamic: the re-weighting state (``DynamicReweighter.state_dict``, typed), None when
+        dynamic: the re-weighting state (``BucketReweighter.state_dict``, typed), None when
             off.
         version: :data:`STATE_VERSION`.
     """

@@ -1,6 +1,6 @@
 """The loader's and the re-weighting's parts of a checkpoint, typed.
 
-``PhaseLoader.state_dict`` and ``DynamicReweighter.state_dict`` write plain dicts (ints, lists,
+``PhaseLoader.state_dict`` and ``BucketReweighter.state_dict`` write plain dicts (ints, lists,
 numpy arrays) into :class:`~curriculum_ds.checkpoint.state.CurriculumState`. Before a resume
 restores them, :meth:`LoaderState.from_dict` and :meth:`DynamicState.from_dict` check every key
 the restore reads and refuse a malformed one with one :class:`~curriculum_ds.errors.ResumeError`
@@ -104,6 +104,8 @@ class LoaderState:
             or stream weights only; the loader refuses such a phase's state without it).
         stream_weights: per stream, the proportions set by re-weighting over streams (None:
             the phase's own).
+        hold: a temporary mixture in progress (``MixtureUpdate.hold_steps``): ``{"steps": draws
+            left under it, "weights": the stream weights after it, or None}``; None: none.
     """
 
     phase_idx: int
@@ -115,6 +117,7 @@ class LoaderState:
     pending: list[list[int]] | None = None
     targets: list[float] | None = None
     stream_weights: list[float] | None = None
+    hold: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any]) -> LoaderState:
@@ -140,6 +143,11 @@ class LoaderState:
             _float_list(_get(saved, w, key, _ARRAY, optional=True), f"{w}.{key}")
             for key in ("targets", "stream_weights")
         )
+        hold = _get(saved, w, "hold", Mapping, optional=True)
+        if hold is not None:
+            _get(hold, f"{w}.hold", "steps", (int, np.integer))
+            after = _get(hold, f"{w}.hold", "weights", _ARRAY, optional=True)
+            hold = {"steps": int(hold["steps"]), "weights": _float_list(after, f"{w}.hold.weights")}
         return cls(
             phase_idx=_get(saved, w, "phase_idx", int),
             num_samples=_get(saved, w, "num_samples", (int, np.integer)),
@@ -152,6 +160,7 @@ class LoaderState:
             pending=pending,
             targets=targets,
             stream_weights=weights,
+            hold=hold,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,12 +181,14 @@ class LoaderState:
             out["targets"] = list(self.targets)
         if self.stream_weights is not None:
             out["stream_weights"] = list(self.stream_weights)
+        if self.hold is not None:
+            out["hold"] = dict(self.hold)
         return out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
 class DynamicState:
-    """The re-weighting state (``DynamicReweighter`` or ``StreamReweighter.state_dict``).
+    """The re-weighting state (``BucketReweighter`` or ``StreamReweighter.state_dict``).
 
     Attributes:
         phase_idx: the phase it was taken in (None in a state that did not record it).
@@ -269,7 +280,7 @@ class DynamicState:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The saved form (``DynamicReweighter.state_dict``'s keys, in its order)."""
+        """The saved form (``BucketReweighter.state_dict``'s keys, in its order)."""
         out: dict[str, Any] = {}
         if self.unit != "buckets" or self.signal != "loss":
             out.update(unit=self.unit, signal=self.signal, reference_metric=self.reference_metric)

@@ -25,8 +25,8 @@ import torch.distributed as dist
 
 from curriculum_ds.checkpoint.files import open_tag
 from curriculum_ds.checkpoint.retention import UNIVERSAL_SUFFIX
+from curriculum_ds.distributed import Topology
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.plugin.engine_like import Topology
 
 if TYPE_CHECKING:
     from curriculum_ds.checkpoint.files import SavedTag

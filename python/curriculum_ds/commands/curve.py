@@ -36,7 +36,7 @@ PHASE_START_NOTE = (
     "a new phase starts with the previous phase's weights (its samples bucketed by the static "
     "metric) until its first recompute"
 )
-"""What the weights are at a phase's first step (``DynamicReweighter.start_phase``)."""
+"""What the weights are at a phase's first step (``BucketReweighter.start_phase``)."""
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,9 @@ class DynamicConfig(_Model):
 
     enabled: bool = False
     """Turn dynamic re-weighting on (off: sample the datamix by its proportions only)."""
+    method: Literal["softmax"] = "softmax"
+    """The re-weighting rule, by name (:mod:`curriculum_ds.dynamic.registry`): ``"softmax"``,
+    ``floor + (1 - K·floor)·softmax(score / temperature)`` over buckets or streams."""
     unit: Literal["buckets", "streams"] = "buckets"
     """What the weights are over: ``"buckets"`` (percentile buckets of the signal inside each
     stream of the phase; the stream mix stays the phase's proportions) or ``"streams"`` (the

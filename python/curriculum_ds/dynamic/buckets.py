@@ -20,21 +20,22 @@ and counted (case C06); a recompute over an empty window keeps the previous weig
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.signals import excess_losses, metric_columns
-from curriculum_ds.dynamic.update import MixtureUpdate
+from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.dynamic.weights import mixture_probs
 from curriculum_ds.kernels import RollingWindow, assign_buckets, bucket_edges
 
 if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
-    from curriculum_ds.loader import PhaseLoader
 
-__all__ = ["DynamicReweighter", "bucket_scores"]
+__all__ = ["BucketReweighter", "bucket_scores"]
 
 
 def bucket_scores(
@@ -69,26 +70,28 @@ def bucket_scores(
     return scores, counts
 
 
-class DynamicReweighter:
-    """The re-weighting state of a run: rolling window, per-sample buckets, bucket probabilities.
+@register
+class BucketReweighter:
+    """``method: "softmax"`` over ``unit: "buckets"``: rolling window, per-sample buckets, probs.
 
     Lifecycle per phase: :meth:`start_phase` (new window; samples bucketed by the static metric),
     then every optimizer step :meth:`observe` (the step's global per-sample losses) and
     :meth:`maybe_recompute` (every ``recompute_every_n_steps``: edges, scores, probs, buckets).
-    It only reads the loader's metadata: the bucket assignments it computes are handed back
-    (:meth:`start_phase` returns them, :meth:`maybe_recompute` returns a :class:`MixtureUpdate`)
-    and the caller applies them to the loader.
+    It reads only the phase's :class:`PhaseView`: the bucket assignments and probabilities it
+    computes are handed back as a :class:`MixtureUpdate` (from :meth:`start_phase` and
+    :meth:`maybe_recompute`), which the caller applies to the loader.
     Everything is a deterministic function of the observed losses, so ranks that observe the same
     all-gathered losses hold bit-identical state.
 
     Args:
         cfg: The ``curriculum.dynamic`` section.
-        seed: The run's seed (unused by the maths; kept for the record).
     """
 
-    def __init__(self, cfg: DynamicConfig, *, seed: int):
+    method: ClassVar[str] = "softmax"
+    units: ClassVar[frozenset[str]] = frozenset({"buckets"})
+
+    def __init__(self, cfg: DynamicConfig):
         self.cfg = cfg
-        self.seed = seed
         self.num_buckets = cfg.num_buckets
         self.probs = np.full(cfg.num_buckets, 1.0 / cfg.num_buckets)
         self.window = RollingWindow(cfg.window)
@@ -104,14 +107,7 @@ class DynamicReweighter:
         self.reference: list[npt.NDArray[np.float64]] = []
         """``signal: "excess_loss"``: per stream, each sample's reference loss (nats)."""
 
-    @property
-    def sampler_probs(self) -> npt.NDArray[np.float64]:
-        """The bucket probabilities the loader's samplers draw with, float64 ``(num_buckets,)``."""
-        return self.probs
-
-    def start_phase(
-        self, loader: PhaseLoader, saved: dict[str, Any] | None
-    ) -> list[npt.NDArray[np.int64]]:
+    def start_phase(self, view: PhaseView, saved: dict[str, Any] | None) -> MixtureUpdate:
         """Reset the window for a new datamix and bucket its samples by the static metric.
 
         **Phase start.** The probabilities carry over from the previous phase (uniform at the
@@ -122,7 +118,7 @@ class DynamicReweighter:
         the static metric until then (``curriculum-ds curve`` says so under its table).
 
         Args:
-            loader: The new phase's loader (read only: its streams' names and metric columns).
+            view: The new phase (its streams' names and metric columns).
             saved: A :meth:`state_dict` from a checkpoint, or None. Taken inside this phase, the
                 window, latest losses, edges, bucket assignment and probabilities are restored
                 exactly; taken in an earlier phase (a checkpoint on a phase boundary), only the
@@ -131,37 +127,35 @@ class DynamicReweighter:
                 another number of buckets: both may change at a phase boundary).
 
         Returns:
-            The bucket assignment per stream, int64 ``(num_samples,)`` each, for the loader's
-            samplers (``PhaseLoader.set_buckets``).
+            The :class:`MixtureUpdate` with the bucket assignment per stream (int64
+            ``(num_samples,)`` each) and the bucket probabilities, for the loader's samplers.
 
         Raises:
             ConfigError: If a stream has no ``static_metric`` column, or a non-finite value in
                 it (named by stream, column and sample).
         """
         columns = metric_columns(
-            loader,
+            view,
             self.cfg.static_metric,
             "curriculum.dynamic.static_metric",
             hint=" (re-run `curriculum-ds prepare`)",
         )
         edges = bucket_edges(np.concatenate(columns), self.num_buckets)
-        self.phase_idx = loader.phase_idx
+        self.phase_idx = view.phase_idx
         if self.cfg.signal == "excess_loss":
             assert self.cfg.reference_metric is not None  # DynamicConfig requires it
             self.reference = metric_columns(
-                loader, self.cfg.reference_metric, "curriculum.dynamic.reference_metric"
+                view, self.cfg.reference_metric, "curriculum.dynamic.reference_metric"
             )
         self.static_buckets = [assign_buckets(c, edges) for c in columns]
-        self.last_loss = [
-            np.full(info.num_samples, np.nan, dtype=np.float32) for info in loader.infos
-        ]
+        self.last_loss = [np.full(n, np.nan, dtype=np.float32) for n in view.num_samples]
         self.window = RollingWindow(self.cfg.window)
         self.edges = None
         buckets = None
         if saved is not None:
             self.probs = self._carried_probs(saved)
             self.num_recomputes = int(saved["num_recomputes"])
-            if saved.get("phase_idx", loader.phase_idx) == loader.phase_idx:
+            if saved.get("phase_idx", view.phase_idx) == view.phase_idx:
                 self.window = RollingWindow.from_state_dict(saved["window"])
                 self.last_loss = [
                     np.asarray(a, dtype=np.float32).copy() for a in saved["last_loss"]
@@ -174,7 +168,7 @@ class DynamicReweighter:
             buckets = self._sample_buckets()
         # else: the assignment of the last recompute, not one rebuilt from losses seen after it
         self.buckets = buckets
-        return buckets
+        return MixtureUpdate(buckets=buckets, bucket_probs=self.probs.copy())
 
     def _carried_probs(self, saved: dict[str, Any]) -> npt.NDArray[np.float64]:
         """The bucket probabilities a saved state hands this phase, float64 ``(num_buckets,)``.
@@ -212,6 +206,9 @@ class DynamicReweighter:
             mask = finite & (streams == stream)
             last[batch[mask, 1]] = losses[mask]
 
+    def observe_eval(self, global_step: int, losses: Mapping[str, float]) -> None:
+        """Held-out losses do not move this method."""
+
     def maybe_recompute(self, global_step: int) -> MixtureUpdate | None:
         """Every ``recompute_every_n_steps``: new edges, scores, probs and sample buckets.
 
@@ -222,10 +219,9 @@ class DynamicReweighter:
             None between recomputes; else the :class:`MixtureUpdate` whose ``record`` is the
             history record (``unit``, ``signal``, ``weights``, ``scores``, ``edges``,
             ``bucket_counts``, ``window_size``, ``num_non_finite``, ``temperature``, ``floor``)
-            and whose
-            ``buckets`` the caller applies to the loader. An empty window (start-up, right after
-            a phase swap, or only non-finite losses) keeps the previous weights and buckets and
-            says so with ``kept_previous: true``.
+            and whose ``buckets`` and ``bucket_probs`` the caller applies to the loader. An
+            empty window (start-up, right after a phase swap, or only non-finite losses) keeps
+            the previous weights and buckets and says so with ``kept_previous: true``.
         """
         if global_step % self.cfg.recompute_every_n_steps != 0:
             return None
@@ -240,7 +236,7 @@ class DynamicReweighter:
         }
         if len(self.window) == 0:
             record.update(weights=self.probs.tolist(), scores=None, kept_previous=True)
-            return MixtureUpdate(None, record)
+            return MixtureUpdate(record=record)
         edges = self.window.edges(self.num_buckets)
         scores, counts = bucket_scores(self.window.values(), edges, self.num_buckets)
         self.probs = mixture_probs(scores, temperature=self.cfg.temperature, floor=self.cfg.floor)
@@ -252,7 +248,7 @@ class DynamicReweighter:
             edges=edges.tolist(),
             bucket_counts=counts.tolist(),
         )
-        return MixtureUpdate(self.buckets, record)
+        return MixtureUpdate(buckets=self.buckets, bucket_probs=self.probs.copy(), record=record)
 
     def _sample_buckets(self) -> list[npt.NDArray[np.int64]]:
         """Seen samples by their latest loss against the last recompute's edges; unseen by metric.

@@ -26,18 +26,18 @@ import numpy.typing as npt
 from curriculum_ds.errors import ConfigError
 
 if TYPE_CHECKING:
-    from curriculum_ds.loader import PhaseLoader
+    from curriculum_ds.dynamic.update import PhaseView
 
 __all__ = ["excess_losses", "learnability_scores", "metric_columns"]
 
 
 def metric_columns(
-    loader: PhaseLoader, metric: str, field: str, *, hint: str = ""
+    view: PhaseView, metric: str, field: str, *, hint: str = ""
 ) -> list[npt.NDArray[np.float64]]:
     """Each stream's metric column ``metric``, float64 ``(num_samples,)``, every value finite.
 
     Args:
-        loader: the phase's loader (read only: its stream names and metric columns).
+        view: the phase (its stream names and metric columns).
         metric: the column's name.
         field: the config field that named it, for the error (``curriculum.dynamic....``).
         hint: what to do about a non-finite value, appended to that error (`` (re-run ...)``).
@@ -48,13 +48,13 @@ def metric_columns(
             changed since.
     """
     columns = []
-    for name, info in zip(loader.stream_names, loader.infos, strict=True):
-        if metric not in info.metrics:
+    for name, metrics in zip(view.stream_names, view.metrics, strict=True):
+        if metric not in metrics:
             raise ConfigError(
                 f"{field}: stream {name!r} has no metric column {metric!r} "
-                f"(has: {', '.join(sorted(info.metrics))})"
+                f"(has: {', '.join(sorted(metrics))})"
             )
-        column = np.asarray(info.metrics[metric], dtype=np.float64)
+        column = np.asarray(metrics[metric], dtype=np.float64)
         bad = np.flatnonzero(~np.isfinite(column))
         if bad.size:
             raise ConfigError(

@@ -8,7 +8,7 @@ enter one rolling window with the stream each sample came from (:class:`StreamWi
 
 and the weights replace the phase's stream proportions, in its ``proportion_unit``: the loader's
 largest-deficit rule follows the new targets from that step on
-(:meth:`~curriculum_ds.loader.PhaseLoader.set_proportions`). Until the phase's first recompute
+(:meth:`~curriculum_ds.loader.PhaseLoader.apply`). Until the phase's first recompute
 the phase's own proportions hold; weights never carry over a phase swap (another phase may have
 other streams).
 
@@ -21,41 +21,43 @@ same weights without a broadcast.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.signals import excess_losses, learnability_scores, metric_columns
-from curriculum_ds.dynamic.update import MixtureUpdate
+from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.dynamic.weights import mixture_probs
 from curriculum_ds.dynamic.window import StreamWindow
 
 if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
-    from curriculum_ds.loader import PhaseLoader
 
 __all__ = ["StreamReweighter"]
 
 
+@register
 class StreamReweighter:
-    """The stream re-weighting state of a run: rolling window, stream weights, loss history.
+    """``method: "softmax"`` over ``unit: "streams"``: rolling window, stream weights, history.
 
-    Lifecycle per phase as :class:`~curriculum_ds.dynamic.DynamicReweighter`'s:
+    Lifecycle per phase as :class:`~curriculum_ds.dynamic.BucketReweighter`'s:
     :meth:`start_phase`, then every optimizer step :meth:`observe` and :meth:`maybe_recompute`,
     whose :class:`MixtureUpdate` carries the new ``proportions`` the caller gives the loader.
 
     Args:
         cfg: The ``curriculum.dynamic`` section (``unit: "streams"``).
-        seed: The run's seed (unused by the maths; kept for the record).
     """
 
+    method: ClassVar[str] = "softmax"
+    units: ClassVar[frozenset[str]] = frozenset({"streams"})
     num_buckets = 1
     """The loader's samplers draw uniformly inside each stream (one bucket)."""
 
-    def __init__(self, cfg: DynamicConfig, *, seed: int):
+    def __init__(self, cfg: DynamicConfig):
         self.cfg = cfg
-        self.seed = seed
         self.probs = np.zeros(0, dtype=np.float64)
         """float64 ``(num_streams,)``: the stream weights now (the phase's proportions until its
         first recompute)."""
@@ -69,36 +71,31 @@ class StreamReweighter:
         ``learnability_horizon + 1`` recomputes, oldest first (NaN: no sample of it)."""
         self.num_recomputes = 0
 
-    @property
-    def sampler_probs(self) -> None:
-        """No bucket probabilities: each stream is drawn uniformly (its proportion moves)."""
-        return None
-
-    def start_phase(self, loader: PhaseLoader, saved: dict[str, Any] | None) -> None:
+    def start_phase(self, view: PhaseView, saved: dict[str, Any] | None) -> MixtureUpdate:
         """Reset the window for a new datamix; the weights start as the phase's proportions.
 
         Args:
-            loader: The new phase's loader (read only: stream names, proportions, metric
-                columns).
+            view: The new phase (stream names, proportions, metric columns).
             saved: A :meth:`state_dict` from a checkpoint, or None. Taken inside this phase, the
                 window, weights and loss history are restored exactly (the loader restores its
                 own proportions and targets); taken in an earlier phase, only the recompute
                 count carries over.
 
         Returns:
-            None: no bucket assignment for the loader.
+            An empty :class:`MixtureUpdate`: the phase starts at its own proportions, or on a
+            resume inside the phase at the weights the loader restores with its own state.
 
         Raises:
             ConfigError: ``signal: "excess_loss"`` and a stream without the ``reference_metric``
                 column, or a non-finite value in it.
         """
-        self.phase_idx = loader.phase_idx
-        self.stream_names = list(loader.stream_names)
-        self.probs = np.asarray(loader.proportions, dtype=np.float64).copy()
+        self.phase_idx = view.phase_idx
+        self.stream_names = list(view.stream_names)
+        self.probs = np.asarray(view.proportions, dtype=np.float64).copy()
         if self.cfg.signal == "excess_loss":
             assert self.cfg.reference_metric is not None  # DynamicConfig requires it
             self.reference = metric_columns(
-                loader,
+                view,
                 self.cfg.reference_metric,
                 "curriculum.dynamic.reference_metric",
                 hint=" (score it again with `curriculum-ds score`)",
@@ -107,12 +104,13 @@ class StreamReweighter:
         self.mean_losses = []
         if saved is not None:
             self.num_recomputes = int(saved["num_recomputes"])
-            if saved.get("phase_idx") == loader.phase_idx:
+            if saved.get("phase_idx") == view.phase_idx:
                 self.probs = np.asarray(saved["probs"], dtype=np.float64).copy()
                 self.window = StreamWindow.from_state_dict(saved["window"])
                 self.mean_losses = [
                     np.asarray(m, dtype=np.float64).copy() for m in saved.get("mean_losses") or []
                 ]
+        return MixtureUpdate()
 
     def observe(self, batch: npt.NDArray[np.int64], losses: npt.NDArray[np.float64]) -> None:
         """Record a step's global per-sample losses (as their signal) with their streams.
@@ -127,6 +125,9 @@ class StreamReweighter:
         if self.cfg.signal == "excess_loss":
             losses = excess_losses(batch, losses, self.reference)
         self.window.push(losses, batch[:, 0])
+
+    def observe_eval(self, global_step: int, losses: Mapping[str, float]) -> None:
+        """Held-out losses do not move this method."""
 
     def maybe_recompute(self, global_step: int) -> MixtureUpdate | None:
         """Every ``recompute_every_n_steps``: per-stream scores and the new stream weights.
@@ -157,7 +158,7 @@ class StreamReweighter:
             "temperature": self.cfg.temperature,
             "floor": self.cfg.floor,
         }
-        kept = MixtureUpdate(None, record)
+        kept = MixtureUpdate(record=record)
         if len(self.window) == 0:
             record.update(weights=self.probs.tolist(), scores=None, kept_previous=True)
             return kept
@@ -174,7 +175,7 @@ class StreamReweighter:
             scores = np.where(present, means, means[present].mean())
         self.probs = mixture_probs(scores, temperature=self.cfg.temperature, floor=self.cfg.floor)
         record.update(weights=self.probs.tolist(), scores=scores.tolist())
-        return MixtureUpdate(None, record, proportions=self.probs.copy())
+        return MixtureUpdate(proportions=self.probs.copy(), record=record)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a resume needs, as plain numpy arrays and ints.

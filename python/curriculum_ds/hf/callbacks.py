@@ -104,14 +104,14 @@ class CurriculumCallback(TrainerCallback):
         record, step = finished
         if self._log is not None:
             trace = step.trace_record() if trainer.trace_samples else None
-            self._log.write(record, reweighting=step.reweighting, trace=trace)
+            self._log.write(record.row, reweighting=record.history, trace=trace)
         eval_row = None
         if curriculum.eval_due:  # an eval interval or a phase ended: before any save of it
             eval_row = curriculum.evaluate()
             if self._log is not None:
                 self._log.write_eval(eval_row)
         should_log = control.should_log  # HF's own log of this step: not consumed by ours
-        trainer.log(curriculum_logs(record, reweighting=step.reweighting, eval_row=eval_row))
+        trainer.log(curriculum_logs(record.row, reweighting=record.history, eval_row=eval_row))
         control.should_log = should_log
         if curriculum.stop_requested:  # SIGTERM on some rank: every rank saves and stops here
             control.should_save = True

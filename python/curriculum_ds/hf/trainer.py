@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from curriculum_ds.plugin.curriculum import Curriculum
     from curriculum_ds.plugin.engine_like import EngineLike
     from curriculum_ds.plugin.step import Step
-    from curriculum_ds.records.schema import MetricsRow
+    from curriculum_ds.records.schema import StepResult
 
 __all__ = ["CurriculumTrainer"]
 
@@ -97,7 +97,7 @@ class CurriculumTrainer(Trainer):
         args, self._horizon = trainer_arguments(args, self.curriculum_run)
         self.trace_samples = trace_samples
         self.feed = CurriculumFeed(self._build_curriculum)
-        self.finished_record: tuple[MetricsRow, Step] | None = None
+        self.finished_record: tuple[StepResult, Step] | None = None
         self._resume_state: dict[str, Any] | None = None
         super().__init__(model=model, args=args, **trainer_kwargs)
         self.add_callback(CurriculumCallback(self))

@@ -115,7 +115,7 @@ class CheckpointingMixin:
             plan.position,
             loader=None if plan.is_new_phase else saved.loader,
             # the first phase started after a resume gets the saved re-weighting state: all of
-            # it inside that phase, the probabilities alone on a boundary (DynamicReweighter)
+            # it inside that phase, the probabilities alone on a boundary (BucketReweighter)
             dynamic=saved.dynamic,
         )
         if self.is_done:
@@ -247,7 +247,7 @@ class CheckpointingMixin:
             return None
         saved, plan, state = loaded
         if state is None and self.dynamic is not None:  # a DeepSpeed run without curriculum
-            self.dynamic = make_reweighter(self.config.dynamic, seed=self.config.seed)
+            self.dynamic = make_reweighter(self.config.dynamic)
         self._apply(plan, state)
         self.resumed_from = saved.path
         if self.monitor is not None:  # rank 0's CSV/TensorBoard cut back to this step

@@ -1,10 +1,11 @@
 """Completing an optimizer step: what a finished step hands back, and what the run makes of it.
 
 A :class:`~curriculum_ds.plugin.step.Step` does not know its curriculum: when it finishes it
-hands a :class:`StepOutcome` (plain values) to the completion callback it was built with. The
-curriculum's callback calls :func:`complete_step`, which turns the outcome into the run's next
-:class:`~curriculum_ds.position.Position` and :class:`SkipCounts`, feeds the dynamic
-re-weighting (and applies its bucket update to the loader), and builds the step's metrics row
+hands a :class:`~curriculum_ds.records.schema.StepOutcome` (plain values) to the completion
+callback it was built with. The curriculum's callback calls :func:`complete_step`, which turns
+the outcome into the run's next :class:`~curriculum_ds.position.Position` and
+:class:`SkipCounts`, feeds the dynamic re-weighting (and hands back its update, which the
+caller applies to the loader), and builds the step's metrics row
 (:func:`~curriculum_ds.records.schema.metrics_row`) and, on a recompute, its history row.
 """
 
@@ -15,63 +16,21 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from curriculum_ds.records.schema import history_row, metrics_row
+from curriculum_ds.records.schema import StepOutcome, history_row, metrics_row
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import numpy as np
-    import numpy.typing as npt
-
-    from curriculum_ds.dynamic import Reweighter
+    from curriculum_ds.dynamic import MixtureUpdate, Reweighter
     from curriculum_ds.loader import PhaseLoader
     from curriculum_ds.position import Position
-    from curriculum_ds.records.schema import HistoryRow, MetricsRow, StreamRow
+    from curriculum_ds.records.schema import HistoryRow, MetricsRow
     from curriculum_ds.schedule import Progress
 
-__all__ = ["Completion", "SkipCounts", "StepOutcome", "StepTimer", "complete_step", "step_progress"]
+__all__ = ["Completion", "SkipCounts", "StepTimer", "complete_step", "step_progress"]
 
 NONFINITE_REASONS = ("nonfinite_loss", "nonfinite_grad_norm")
 """The ``skip_reason`` values of a step whose global loss or gradient norm was NaN/inf."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepOutcome:
-    """What a finished step hands back: its figures over every rank, the same on every rank.
-
-    Attributes:
-        global_step: the step's number (1-based, global).
-        phase_idx / phase_name: the phase its samples came from.
-        samples: the global batch, int64 ``(global_batch_size, 2)`` of ``(stream_idx,
-            sample_idx)``.
-        step_tokens: its non-padding input tokens (global).
-        lr: the learning rate of its update.
-        loss / token_loss / aux_loss: as in :class:`~curriculum_ds.records.schema.MetricsRow`
-            (finite or None).
-        valid_tokens: its loss-bearing tokens (global).
-        skip_reason: why the model was not updated, or None.
-        step_applied: whether DeepSpeed applied the update.
-        streams: the per-stream rows (``StreamAccounting.records``).
-        sample_losses: float64 ``(global_batch_size,)`` per-sample token-mean losses (nats, NaN
-            without loss-bearing tokens) when they were gathered for re-weighting, else None.
-        stop_requested: whether any rank was asked to stop (SIGTERM) by the step's end.
-    """
-
-    global_step: int
-    phase_idx: int
-    phase_name: str
-    samples: npt.NDArray[np.int64]
-    step_tokens: int
-    lr: float
-    loss: float | None
-    token_loss: float | None
-    aux_loss: float | None
-    valid_tokens: int
-    skip_reason: str | None
-    step_applied: bool
-    streams: dict[str, StreamRow]
-    sample_losses: npt.NDArray[np.float64] | None
-    stop_requested: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,7 +122,9 @@ class Completion:
     metrics: MetricsRow
     """The step's ``metrics.jsonl`` row."""
     history: HistoryRow | None
-    """Its ``curriculum_history.jsonl`` row when it recomputed the bucket weights, else None."""
+    """Its ``curriculum_history.jsonl`` row when it recomputed the weights, else None."""
+    update: MixtureUpdate | None = None
+    """A recompute's update, for the caller to apply to the loader (``PhaseLoader.apply``)."""
 
 
 def complete_step(
@@ -178,6 +139,7 @@ def complete_step(
     phase_epochs: float | None = None,
     data_wait_s: float = 0.0,
     prefetched: int = 0,
+    seq_len: int | None = None,
 ) -> Completion:
     """The run after ``outcome``: counters, skip counts, re-weighting, the step's rows.
 
@@ -187,8 +149,7 @@ def complete_step(
         counts: the skip counts before it.
         unit: the schedule's unit, ``"tok"`` (progress counts ``step_tokens``) or ``"ep"``
             (progress counts the step's samples over the phase's ``samples_per_pass``).
-        loader: the phase's loader (its passes for ``ep`` and ``phase_epochs``); a re-weighting
-            recompute's bucket assignment or stream proportions are applied to it.
+        loader: the phase's loader (read only: its passes for ``ep`` and ``phase_epochs``).
         dynamic: the re-weighting, or None; it observes the step's per-sample losses (when the
             outcome has them) and may recompute at the new ``global_step``.
         timer: laps once, after the re-weighting (the step's time includes it).
@@ -196,6 +157,8 @@ def complete_step(
             caller gives it when the loader has already decided the next step's batch).
         data_wait_s: seconds the step's draw waited for its micro-batches (the row's field).
         prefetched: how many of them were read ahead (the row's field).
+        seq_len: the length the step's samples were cut to, in a phase with a ``max_seq_len``
+            ramp (the row's field); None otherwise.
 
     Returns:
         The :class:`Completion`. Deterministic but for ``tokens_per_s``.
@@ -206,15 +169,11 @@ def complete_step(
         num_samples=num_samples,
         progress=step_progress(unit, outcome.step_tokens, num_samples, loader.samples_per_pass),
     )
-    history = None
+    history = update = None
     if dynamic is not None and outcome.sample_losses is not None:
         dynamic.observe(outcome.samples, outcome.sample_losses)
         update = dynamic.maybe_recompute(after.global_step)
-        if update is not None:
-            if update.buckets is not None:
-                loader.set_buckets(update.buckets)
-            if update.proportions is not None:  # unit "streams": the phase's mix moves
-                loader.set_proportions(update.proportions)
+        if update is not None and update.record is not None:
             history = history_row(
                 step=after.global_step,
                 phase=outcome.phase_idx,
@@ -222,24 +181,14 @@ def complete_step(
                 record=update.record,
             )
     row = metrics_row(
-        step=after.global_step,
-        phase=outcome.phase_idx,
-        phase_name=outcome.phase_name,
+        outcome,
         tokens=after.consumed_tokens,
         samples=after.consumed_samples,
         progress=str(after.progress),
-        loss=outcome.loss,
-        token_loss=outcome.token_loss,
-        aux_loss=outcome.aux_loss,
-        valid_tokens=outcome.valid_tokens,
-        step_tokens=outcome.step_tokens,
-        skip_reason=outcome.skip_reason,
-        step_applied=outcome.step_applied,
-        lr=outcome.lr,
         elapsed_s=timer.lap(),
         phase_epochs=loader.epochs_done() if phase_epochs is None else phase_epochs,
-        streams=outcome.streams,
         data_wait_s=data_wait_s,
         prefetched=prefetched,
+        seq_len=seq_len,
     )
-    return Completion(after, counts.after(outcome.skip_reason), row, history)
+    return Completion(after, counts.after(outcome.skip_reason), row, history, update)

@@ -12,23 +12,18 @@ counters), so every rank draws the same batch and takes its own slice.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.checkpoint.state import DynamicState, LoaderState
 from curriculum_ds.config.ramps import is_ramp
+from curriculum_ds.distributed import Topology
 from curriculum_ds.dynamic import make_reweighter
 from curriculum_ds.errors import StepError
 from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.lr_schedule import LRSchedule, apply_lr, optimizer_lr
 from curriculum_ds.plugin.checkpointing import CheckpointingMixin
-from curriculum_ds.plugin.completion import (
-    SkipCounts,
-    StepOutcome,
-    StepTimer,
-    complete_step,
-    step_progress,
-)
-from curriculum_ds.plugin.engine_like import EngineLike, Topology
+from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
+from curriculum_ds.plugin.engine_like import EngineLike
 from curriculum_ds.plugin.evaluation import Evaluator
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
@@ -46,7 +41,7 @@ if TYPE_CHECKING:
 
     from curriculum_ds.config import CurriculumConfig, RunConfig
     from curriculum_ds.loader import MicroBatch
-    from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow, WarmupMetricsRow
+    from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow, StepOutcome
 
 __all__ = ["Curriculum"]
 
@@ -66,7 +61,7 @@ class Curriculum(CheckpointingMixin):
         lr_schedule: ``curriculum.lr_schedule`` (:class:`~curriculum_ds.lr_schedule.LRSchedule`),
             applied to every param group when a step is drawn; None without one.
         topology: the data-parallel ranks, read from the engine
-            (:meth:`~curriculum_ds.plugin.engine_like.Topology.from_engine`).
+            (:meth:`~curriculum_ds.distributed.Topology.from_engine`).
         dp_rank / dp_world_size: this rank and the number of data-parallel ranks (``topology``'s).
         micro_batch_size / gradient_accumulation_steps / global_batch_size: samples per
             micro-batch per rank, micro-batches per step per rank, and samples per optimizer step
@@ -109,11 +104,7 @@ class Curriculum(CheckpointingMixin):
         self.micro_batch_size = run.micro_batch_size
         self.gradient_accumulation_steps = run.gradient_accumulation_steps
         self.global_batch_size = run.global_batch_size(self.dp_world_size)
-        self.dynamic = (
-            make_reweighter(self.config.dynamic, seed=self.config.seed)
-            if self.config.dynamic.enabled
-            else None
-        )
+        self.dynamic = make_reweighter(self.config.dynamic) if self.config.dynamic.enabled else None
         self.position = Position.start(self.schedule.unit)
         self._counts = SkipCounts()
         self.monitor = CurriculumMonitor.for_engine(engine)
@@ -239,7 +230,7 @@ class Curriculum(CheckpointingMixin):
             self.stop_signal.restore()  # SIGTERM is the default again once the loop is over
             raise StopIteration
         loader = self._phase_loader()
-        probs = self.dynamic.sampler_probs if self.dynamic is not None else None
+        probs = loader.bucket_probs
         drawn = self._feed.draw(
             loader,
             self.global_batch_size,
@@ -313,9 +304,7 @@ class Curriculum(CheckpointingMixin):
         if self.dynamic is not None:
             pending = self._pending_dynamic
             saved_dynamic = None if pending is None else pending.to_dict()
-            buckets = self.dynamic.start_phase(loader, saved_dynamic)
-            if buckets is not None:  # unit "buckets"; "streams" moves the proportions instead
-                loader.set_buckets(buckets)
+            loader.apply(self.dynamic.start_phase(loader.view(), saved_dynamic))
         saved = self._pending_loader
         if saved is not None and saved.phase_idx == phase_idx:
             loader.load_state_dict(saved.to_dict())
@@ -352,10 +341,12 @@ class Curriculum(CheckpointingMixin):
             phase_epochs=self._feed.epochs_done(loader),
             data_wait_s=self._drawn[1],
             prefetched=self._drawn[2],
+            # a warmup: the length the step trained on
+            seq_len=self._drawn[0] if is_ramp(loader.phase.train_loader.max_seq_len) else None,
         )
         self.position, self._counts = done.position, done.counts
-        if is_ramp(loader.phase.train_loader.max_seq_len):  # a warmup: what the step trained on
-            cast("WarmupMetricsRow", done.metrics)["seq_len"] = self._drawn[0]
+        if done.update is not None:  # a recompute: the loader applies it from the next draw
+            loader.apply(done.update)
         self._last_span = (before, self.progress, outcome.phase_idx, outcome.phase_name)
         if self.monitor is not None:  # the ds_config's tensorboard / wandb / csv_monitor
             self.monitor.write_step(done.metrics)
@@ -411,6 +402,9 @@ class Curriculum(CheckpointingMixin):
             phase_name=phase_name,
         )
         self._timer.leave_out(row["eval_time_s"])  # not training time: out of tokens_per_s
+        if self.dynamic is not None:  # a method steering by held-out losses reads them
+            losses = {n: s["loss"] for n, s in row["streams"].items() if s["loss"] is not None}
+            self.dynamic.observe_eval(self.global_step, losses)
         self._last_span = None
         if self.monitor is not None:  # curriculum/eval/... in the ds_config's monitors
             self.monitor.write_eval(row)

@@ -178,8 +178,8 @@ def attach(engine: EngineLike, config: Any, *, check_data: bool = True) -> Curri
             size differ from the config's (names the key), or a phase's ``max_seq_len`` exceeds
             the positions ``engine.module`` declares (as in :func:`initialize`).
     """
+    from curriculum_ds.distributed import Topology
     from curriculum_ds.plugin.curriculum import Curriculum
-    from curriculum_ds.plugin.engine_like import Topology
 
     run = load_run_config(config, check_data=check_data)
     _check_model_context(run, engine)

@@ -3,21 +3,17 @@
 The curriculum, its steps and its evaluation use a small part of ``deepspeed.DeepSpeedEngine``;
 :class:`EngineLike` names that part, as torchtitan's storage Protocol names what a checkpointer
 needs from storage, so that a unit test can hand them a small fake instead of a real engine.
-:class:`Topology` is the data-parallel layout read once from the engine: the curriculum, its
-steps, its evaluation and the universal-checkpoint conversion all take their ranks from it.
+The data-parallel layout read from such an engine is :class:`curriculum_ds.distributed.Topology`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-
-import torch.distributed as dist
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["EngineLike", "Topology"]
+__all__ = ["EngineLike"]
 
 
 class EngineLike(Protocol):
@@ -120,41 +116,3 @@ class EngineLike(Protocol):
     def load_checkpoint(self, load_dir: str, *args: Any, **kwargs: Any) -> Any:
         """Read a checkpoint tag; returns ``(load_path, client_state)``."""
         ...
-
-
-@dataclass(frozen=True, kw_only=True)
-class Topology:
-    """This process's place among the data-parallel ranks.
-
-    Attributes:
-        dp_rank: this rank, in ``[0, dp_world_size)``.
-        dp_world_size: data-parallel ranks (>= 1). Every rank draws the same global batch and
-            takes the slice at ``dp_rank``.
-    """
-
-    dp_rank: int = 0
-    dp_world_size: int = 1
-
-    @classmethod
-    def from_engine(cls, engine: EngineLike) -> Topology:
-        """The topology of ``engine``: its data-parallel world and this rank in it.
-
-        ``dp_world_size`` is ``engine.seq_dp_world_size`` when the engine has one, else
-        ``engine.dp_world_size``; ``dp_rank`` is this process's rank in the engine's
-        (sequence-)data-parallel group, 0 when ``torch.distributed`` is not initialised. Under
-        plain data parallelism (what the plugin supports) the group is the whole world, so
-        these are ``torch.distributed``'s rank and world size. Reads only; no collective.
-        """
-        world = int(getattr(engine, "seq_dp_world_size", None) or engine.dp_world_size)
-        rank = 0
-        if dist.is_available() and dist.is_initialized():
-            group = getattr(engine, "seq_data_parallel_group", None) or getattr(
-                engine, "data_parallel_group", None
-            )
-            rank = int(dist.get_rank(group=group))
-        return cls(dp_rank=rank, dp_world_size=world)
-
-    @property
-    def collective(self) -> bool:
-        """Whether the ranks must communicate: ``torch.distributed`` is up and there are > 1."""
-        return self.dp_world_size > 1 and dist.is_available() and dist.is_initialized()

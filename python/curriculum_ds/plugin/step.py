@@ -8,15 +8,15 @@ global count at once (torchtitan's ``global_valid_tokens``); :func:`curriculum_d
 scale_micro_batch_loss` is the one place that owns the scaling.
 
 A step is built from plain values, as :class:`~curriculum_ds.plugin.evaluation.Evaluator` is:
-the engine, its :class:`~curriculum_ds.plugin.engine_like.Topology`, the loss weighting, the lr,
-a stop flag and a completion callback. It never sees the curriculum: :meth:`Step.finish` hands
-a :class:`~curriculum_ds.plugin.completion.StepOutcome` to the callback and returns the metrics
-row the callback gives back.
+the engine, its :class:`~curriculum_ds.distributed.Topology`, the loss weighting, the lr, a stop
+flag and a completion callback. It never sees the curriculum: :meth:`Step.finish` hands a
+:class:`~curriculum_ds.records.schema.StepOutcome` to the callback and returns its rows.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -30,19 +30,20 @@ from curriculum_ds.loss import (
     scale_micro_batch_loss,
 )
 from curriculum_ds.plugin.accounting import StreamAccounting
-from curriculum_ds.plugin.completion import StepOutcome
 from curriculum_ds.plugin.inputs import check_aux, check_token_losses, logits_tensor
 from curriculum_ds.plugin.nonfinite import any_rank, update_skipped
 from curriculum_ds.plugin.normaliser import StepNormaliser
 from curriculum_ds.plugin.stats import StepStats
+from curriculum_ds.records.schema import StepOutcome, StepResult
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import numpy.typing as npt
 
+    from curriculum_ds.distributed import Topology
     from curriculum_ds.loader import MicroBatch
-    from curriculum_ds.plugin.engine_like import EngineLike, Topology
+    from curriculum_ds.plugin.engine_like import EngineLike
     from curriculum_ds.records.schema import HistoryRow, MetricsRow, TraceRow
 
     Complete = Callable[[StepOutcome], tuple[MetricsRow, HistoryRow | None]]
@@ -101,8 +102,6 @@ class Step:
             ``"nonfinite_loss"``, ``"nonfinite_grad_norm"`` (DeepSpeed found a NaN/inf gradient
             norm under ZeRO or bf16 and skipped the update itself; not counted under fp16, where
             that is the loss scaler's ordinary overflow), or None.
-        reweighting: after :meth:`finish`, the dynamic re-weighting's history record when this
-            step recomputed the bucket weights (``curriculum_history.jsonl`` fields), else None.
         sample_losses: after :meth:`finish` with dynamic re-weighting on (which gathers them), the
             token-mean loss (nats) of every sample of the global batch, float64
             ``(global_batch_size,)`` in global order, NaN for a sample without loss-bearing
@@ -181,7 +180,7 @@ class Step:
         self.sample_losses: npt.NDArray[np.float64] | None = None
         self._done = [False] * len(self.micro_batches)
         self._finished = False
-        self.reweighting: HistoryRow | None = None
+        self._history: HistoryRow | None = None
         self.lr = lr
         # engine.step() calls so far: each backward here adds exactly one (a loop's own
         # engine.backward/engine.step beside step.backward would apply a second update)
@@ -353,7 +352,7 @@ class Step:
             )
 
     # -------------------------------------------------------------------------------- finish
-    def finish(self) -> MetricsRow:
+    def finish(self) -> StepResult:
         """End the step: global loss, counters, dynamic weights, exact phase boundary.
 
         Collective: every rank calls it once, after every one of its micro-batches went
@@ -363,13 +362,10 @@ class Step:
         callback, which gets the step's outcome once.
 
         Returns:
-            The ``metrics.jsonl`` row (:class:`~curriculum_ds.records.schema.MetricsRow`, each
-            field documented there): ``step``, ``phase``, ``phase_name``, ``tokens`` and
-            ``samples`` (cumulative, global), ``progress``, ``loss`` (what the optimizer saw,
-            nats; None when skipped), ``token_loss``, ``aux_loss``, ``valid_tokens``,
-            ``step_tokens``, ``skipped``, ``skip_reason``, ``step_applied``, ``lr``,
-            ``tokens_per_s``, ``phase_epochs`` and ``streams`` (``{name: {"samples", "tokens",
-            "loss"}}`` for every stream of the phase). Strict JSON (no NaN). The same on every
+            A :class:`~curriculum_ds.records.schema.StepResult`: the ``metrics.jsonl`` row, read
+            only (:class:`~curriculum_ds.records.schema.MetricsRow`, each field documented
+            there), whose ``history`` is the step's ``curriculum_history.jsonl`` row when it
+            recomputed the re-weighting (else None). Strict JSON (no NaN); the same on every
             rank.
 
         Raises:
@@ -430,8 +426,15 @@ class Step:
             sample_losses=self.sample_losses,
             stop_requested=totals.stop_requested,
         )
-        record, self.reweighting = self._complete(outcome)
-        return record
+        record, self._history = self._complete(outcome)
+        return StepResult(record, self._history)
+
+    @property
+    def reweighting(self) -> HistoryRow | None:
+        """Deprecated: ``step.finish().history``. The step's history row, or None."""
+        message = "step.reweighting is deprecated: use step.finish().history"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return self._history
 
     @property
     def finished(self) -> bool:

@@ -9,7 +9,7 @@ monitors`), the log lines (:mod:`~curriculum_ds.records.progress`) and ``curricu
 =============================== ================== ============================================
 file                            row                written by
 =============================== ================== ============================================
-``metrics.jsonl``               :class:`MetricsRow` ``Step.finish`` (built by :func:`metrics_row`)
+``metrics.jsonl``               :class:`MetricsRow` ``Step.finish`` (:func:`metrics_row`)
 ``eval.jsonl``                  :class:`EvalRow`    ``Curriculum.evaluate``
 ``curriculum_history.jsonl``    :class:`HistoryRow` ``Step.finish`` of a re-weighting recompute
 ``sample_trace.jsonl``          :class:`TraceRow`   ``Step.trace_record``
@@ -21,13 +21,20 @@ no torch, no I/O.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "EvalRow",
     "EvalStreamRow",
     "HistoryRow",
     "MetricsRow",
+    "StepOutcome",
+    "StepResult",
     "StreamRow",
     "TraceRow",
     "WarmupMetricsRow",
@@ -46,6 +53,45 @@ class StreamRow(TypedDict):
     loss: float | None
     """Token-mean loss (nats) over the stream's loss-bearing tokens on all ranks; None when it
     has none in the step, or when NaN/inf."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepOutcome:
+    """What a finished step hands back: its figures over every rank, the same on every rank.
+
+    Attributes:
+        global_step: the step's number (1-based, global).
+        phase_idx / phase_name: the phase its samples came from.
+        samples: the global batch, int64 ``(global_batch_size, 2)`` of ``(stream_idx,
+            sample_idx)``.
+        step_tokens: its non-padding input tokens (global).
+        lr: the learning rate of its update.
+        loss / token_loss / aux_loss: as in :class:`~curriculum_ds.records.schema.MetricsRow`
+            (finite or None).
+        valid_tokens: its loss-bearing tokens (global).
+        skip_reason: why the model was not updated, or None.
+        step_applied: whether DeepSpeed applied the update.
+        streams: the per-stream rows (``StreamAccounting.records``).
+        sample_losses: float64 ``(global_batch_size,)`` per-sample token-mean losses (nats, NaN
+            without loss-bearing tokens) when they were gathered for re-weighting, else None.
+        stop_requested: whether any rank was asked to stop (SIGTERM) by the step's end.
+    """
+
+    global_step: int
+    phase_idx: int
+    phase_name: str
+    samples: npt.NDArray[np.int64]
+    step_tokens: int
+    lr: float
+    loss: float | None
+    token_loss: float | None
+    aux_loss: float | None
+    valid_tokens: int
+    skip_reason: str | None
+    step_applied: bool
+    streams: dict[str, StreamRow]
+    sample_losses: npt.NDArray[np.float64] | None
+    stop_requested: bool
 
 
 class MetricsRow(TypedDict):
@@ -136,7 +182,7 @@ class EvalRow(TypedDict):
 
 
 class HistoryRow(TypedDict):
-    """One re-weighting recompute: a line of ``curriculum_history.jsonl`` (``step.reweighting``).
+    """One re-weighting recompute: a ``curriculum_history.jsonl`` line (``step.finish().history``).
 
     The keys after ``phase_name`` are the recompute's record
     (:class:`~curriculum_ds.dynamic.MixtureUpdate`). ``weights`` are over the phase's buckets
@@ -195,81 +241,90 @@ class TraceRow(TypedDict):
 
 
 def metrics_row(
+    outcome: StepOutcome,
     *,
-    step: int,
-    phase: int,
-    phase_name: str,
     tokens: int,
     samples: int,
     progress: str,
-    loss: float | None,
-    token_loss: float | None,
-    aux_loss: float | None,
-    valid_tokens: int,
-    step_tokens: int,
-    skip_reason: str | None,
-    step_applied: bool,
-    lr: float,
     elapsed_s: float,
     phase_epochs: float,
-    streams: dict[str, StreamRow],
     data_wait_s: float = 0.0,
     prefetched: int = 0,
+    seq_len: int | None = None,
 ) -> MetricsRow:
     """The ``metrics.jsonl`` row of one optimizer step (the fields of :class:`MetricsRow`).
 
-    Every argument but ``elapsed_s`` and ``phase_epochs`` is copied into the row as it is
-    (the losses are finite or None already).
+    The step's own figures are copied from ``outcome`` as they are (its losses are finite or
+    None already); the run's counters after the step are given.
 
     Args:
-        step: optimizer steps finished, this one included.
-        phase: the phase index of the step's samples.
-        phase_name: its name.
-        tokens: cumulative non-padding input tokens, global.
-        samples: cumulative samples, global.
-        progress: cumulative progress, exact text in the schedule's unit.
-        loss: what the optimizer saw (nats), None when skipped.
-        token_loss: the token-mean loss (nats) or None.
-        aux_loss: the mean auxiliary term or None.
-        valid_tokens: the step's loss-bearing tokens, global.
-        step_tokens: the step's non-padding input tokens, global.
-        skip_reason: why the model was not updated, or None.
-        step_applied: whether DeepSpeed applied the update.
-        lr: the learning rate of the update.
-        streams: the per-stream rows, in stream order.
+        outcome: the finished step.
+        tokens: cumulative non-padding input tokens after it, global.
+        samples: cumulative samples after it, global.
+        progress: cumulative progress after it, exact text in the schedule's unit.
         elapsed_s: the step's wall time in seconds (>= 0; evaluations left out), for
             ``tokens_per_s`` (a time under 1 ns counts as 1 ns).
         phase_epochs: passes over the phase's datamix so far (rounded to 6 decimals).
         data_wait_s: seconds the draw waited for the micro-batches (>= 0; rounded to 6
             decimals).
         prefetched: micro-batches of the step read ahead on this rank.
+        seq_len: a phase with a ``max_seq_len`` ramp: the length the step's samples were cut to
+            (the row is then a :class:`WarmupMetricsRow`); None otherwise (no such key).
 
     Returns:
-        The row, in the key order of :class:`MetricsRow`; ``skipped`` is ``skip_reason is not
-        None``. Deterministic; pure.
+        The row, in the key order of :class:`MetricsRow` (``seq_len`` last); ``skipped`` is
+        ``skip_reason is not None``. Deterministic; pure.
     """
-    return {
-        "step": step,
-        "phase": phase,
-        "phase_name": phase_name,
+    row: dict[str, Any] = {
+        "step": outcome.global_step,
+        "phase": outcome.phase_idx,
+        "phase_name": outcome.phase_name,
         "tokens": tokens,
         "samples": samples,
         "progress": progress,
-        "loss": loss,
-        "token_loss": token_loss,
-        "aux_loss": aux_loss,
-        "valid_tokens": valid_tokens,
-        "step_tokens": step_tokens,
-        "skipped": skip_reason is not None,
-        "skip_reason": skip_reason,
-        "step_applied": step_applied,
-        "lr": lr,
-        "tokens_per_s": round(step_tokens / max(elapsed_s, 1e-9), 1),
+        "loss": outcome.loss,
+        "token_loss": outcome.token_loss,
+        "aux_loss": outcome.aux_loss,
+        "valid_tokens": outcome.valid_tokens,
+        "step_tokens": outcome.step_tokens,
+        "skipped": outcome.skip_reason is not None,
+        "skip_reason": outcome.skip_reason,
+        "step_applied": outcome.step_applied,
+        "lr": outcome.lr,
+        "tokens_per_s": round(outcome.step_tokens / max(elapsed_s, 1e-9), 1),
         "data_wait_s": round(max(data_wait_s, 0.0), 6),
         "prefetched": prefetched,
         "phase_epochs": round(phase_epochs, 6),
-        "streams": streams,
+        "streams": outcome.streams,
     }
+    if seq_len is not None:
+        row["seq_len"] = seq_len
+    return cast("MetricsRow", row)
+
+
+class StepResult(dict[str, Any]):
+    """What ``Step.finish`` returns: the step's ``metrics.jsonl`` row, read only, and ``history``.
+
+    A ``dict`` of the :class:`MetricsRow` fields (``record["step"]``, ``json.dumps(record)`` and
+    ``dict(record)`` work as on the row), which cannot be changed: every row writer gets the
+    same values. ``history`` is the step's ``curriculum_history.jsonl`` row
+    (:class:`HistoryRow`) when it recomputed the re-weighting, else None.
+    """
+
+    def __init__(self, row: MetricsRow, history: HistoryRow | None = None) -> None:
+        super().__init__(row)
+        self.history = history
+
+    @property
+    def row(self) -> MetricsRow:
+        """The row as its typed shape (a copy)."""
+        return cast("MetricsRow", dict(self))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a step's metrics row is read only (copy it with dict(record))")
+
+    __setitem__ = __delitem__ = _read_only
+    pop = popitem = clear = update = setdefault = __ior__ = _read_only
 
 
 def history_row(*, step: int, phase: int, phase_name: str, record: dict[str, Any]) -> HistoryRow:
@@ -279,7 +334,7 @@ def history_row(*, step: int, phase: int, phase_name: str, record: dict[str, Any
         step: the optimizer step that recomputed.
         phase: its phase index.
         phase_name: its phase name.
-        record: the recompute's fields (:attr:`BucketUpdate.record
-            <curriculum_ds.dynamic.BucketUpdate.record>`).
+        record: the recompute's fields (:attr:`MixtureUpdate.record
+            <curriculum_ds.dynamic.MixtureUpdate.record>`).
     """
     return cast("HistoryRow", {"step": step, "phase": phase, "phase_name": phase_name, **record})

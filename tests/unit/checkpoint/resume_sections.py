@@ -33,7 +33,7 @@ def loader_state(phase_idx: int, num_samples: int) -> dict[str, Any]:
 
 
 def dynamic_state(probs: Any, window: int, phase_idx: int = 0) -> dict[str, Any]:
-    """A well-formed saved re-weighting state (``DynamicReweighter.state_dict``), empty window."""
+    """A well-formed saved re-weighting state (``BucketReweighter.state_dict``), empty window."""
     return {
         "phase_idx": phase_idx,
         "probs": probs,

@@ -137,7 +137,7 @@ def test_weight_lines_and_the_summary_line() -> None:
 
 
 def _bucket_row(step: int, phase: int) -> dict[str, Any]:
-    """A bucket row (4 buckets) as ``DynamicReweighter`` writes it."""
+    """A bucket row (4 buckets) as ``BucketReweighter`` writes it."""
     return {
         "step": step,
         "phase": phase,

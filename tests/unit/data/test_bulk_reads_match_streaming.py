@@ -33,9 +33,9 @@ def _check(loader: PhaseLoader) -> None:
     """Bulk reads of every sample equal streaming's, in fetch and in micro_batches."""
     n = loader.infos[0].num_samples
     pairs = np.stack([np.zeros(n, np.int64), np.random.default_rng(0).permutation(n)], axis=1)
-    assert loader._bulk is not None
-    assert loader._bulk.read(pairs, loader.seq_len) is not None
-    ds = loader.datasets[0]
+    assert loader.reader.bulk is not None
+    assert loader.reader.bulk.read(pairs, loader.seq_len) is not None
+    ds = loader.reader.datasets[0]
     for limit in (loader.seq_len, 5):
         loader.seq_len = limit
         bulk = loader.fetch(pairs)
@@ -46,7 +46,9 @@ def _check(loader: PhaseLoader) -> None:
         whole = pairs[: len(pairs) // 8 * 8]
         mbs = loader.micro_batches(whole, dp_rank=0, dp_world_size=1, micro_batch_size=8)
         for k, mb in enumerate(mbs):
-            ref = collate(loader._fetch_each(whole[8 * k : 8 * k + 8]), mb.positions)
+            ref = collate(
+                loader.reader.fetch_each(whole[8 * k : 8 * k + 8], loader.seq_len), mb.positions
+            )
             for a, b in ((mb.input_ids, ref.input_ids), (mb.labels, ref.labels)):
                 assert a.dtype == b.dtype
                 assert torch.equal(a, b)
@@ -75,8 +77,8 @@ def test_a_remote_stream_once_its_shards_are_downloaded(tmp_path: Path, monkeypa
         try:
             n = loader.infos[0].num_samples
             pairs = np.stack([np.zeros(n, np.int64), np.arange(n)], axis=1)
-            assert loader._bulk is not None
-            assert loader._bulk.read(pairs, 64) is None  # not cached: streaming downloads
+            assert loader.reader.bulk is not None
+            assert loader.reader.bulk.read(pairs, 64) is None  # not cached: streaming downloads
             loader.fetch(pairs)
             _check(loader)
         finally:

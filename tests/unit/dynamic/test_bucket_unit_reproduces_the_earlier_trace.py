@@ -55,13 +55,13 @@ def _digest(root: Path, proportion_unit: str) -> str:
     )
     assert (cfg.unit, cfg.signal) == ("buckets", "loss")  # the defaults
     loader = PhaseLoader(phase, 0, seed=7, num_buckets=4)
-    reweighter = make_reweighter(cfg, seed=7)
-    buckets = reweighter.start_phase(loader, None)
-    assert buckets is not None
-    loader.set_buckets(buckets)
+    reweighter = make_reweighter(cfg)
+    start = reweighter.start_phase(loader.view(), None)
+    assert start.buckets is not None
+    loader.apply(start)
     digest = hashlib.sha256()
     for step in range(1, 41):
-        batch = loader.next_global_batch(12, reweighter.sampler_probs)
+        batch = loader.next_global_batch(12)
         digest.update(batch.tobytes())
         losses = ((batch[:, 0] * 31 + batch[:, 1] * 17) % 23) / 7.0 + 0.1
         losses[step % 12] = np.nan if step % 5 == 0 else losses[step % 12]
@@ -69,8 +69,7 @@ def _digest(root: Path, proportion_unit: str) -> str:
         update = reweighter.maybe_recompute(step)
         if update is not None:
             assert update.proportions is None
-            if update.buckets is not None:
-                loader.set_buckets(update.buckets)
+            loader.apply(update)
             keys = ("weights", "scores", "edges", "bucket_counts")
             digest.update(json.dumps({k: update.record.get(k) for k in keys}).encode())
             assert (update.record["unit"], update.record["signal"]) == ("buckets", "loss")

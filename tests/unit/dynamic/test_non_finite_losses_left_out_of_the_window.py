@@ -13,7 +13,7 @@ import pytest
 from helpers import make_dataset, ragged_docs, recompute
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
-from curriculum_ds.dynamic import DynamicReweighter, bucket_probs, bucket_scores
+from curriculum_ds.dynamic import BucketReweighter, bucket_probs, bucket_scores
 from curriculum_ds.kernels import RollingWindow, bucket_edges
 from curriculum_ds.loader import PhaseLoader
 
@@ -42,7 +42,7 @@ def _loader(dataset, phase_idx=0) -> PhaseLoader:
     return PhaseLoader(phase, phase_idx, seed=11, num_buckets=4)
 
 
-def _reweighter() -> DynamicReweighter:
+def _reweighter() -> BucketReweighter:
     cfg = DynamicConfig(
         enabled=True,
         num_buckets=4,
@@ -51,7 +51,7 @@ def _reweighter() -> DynamicReweighter:
         temperature=1.0,
         floor=0.05,
     )
-    return DynamicReweighter(cfg, seed=11)
+    return BucketReweighter(cfg)
 
 
 def _expected_for_finite():
@@ -75,7 +75,7 @@ def test_window_leaves_out_and_counts_non_finite(bad):
 def test_reweighter_recompute_with_a_non_finite_loss(dataset, bad):
     loader = _loader(dataset)
     dyn = _reweighter()
-    loader.set_buckets(dyn.start_phase(loader, None))
+    loader.apply(dyn.start_phase(loader.view(), None))
     batch = np.stack([np.zeros(5, np.int64), np.arange(5, dtype=np.int64)], axis=1)
     dyn.observe(batch, np.array([*FINITE, bad]))
     rec = recompute(dyn, 1, loader)
@@ -104,7 +104,7 @@ def test_reweighter_recompute_with_a_non_finite_loss(dataset, bad):
 def test_empty_and_all_nan_window_at_start_keeps_uniform(dataset):
     loader = _loader(dataset)
     dyn = _reweighter()
-    loader.set_buckets(dyn.start_phase(loader, None))
+    loader.apply(dyn.start_phase(loader.view(), None))
     rec = recompute(dyn, 1, loader)  # nothing observed yet
     assert rec["kept_previous"] is True
     assert rec["weights"] == [0.25] * 4
@@ -122,7 +122,7 @@ def test_empty_and_all_nan_window_at_start_keeps_uniform(dataset):
 def test_all_nan_window_after_a_phase_swap_keeps_the_previous_weights(dataset):
     loader = _loader(dataset)
     dyn = _reweighter()
-    loader.set_buckets(dyn.start_phase(loader, None))
+    loader.apply(dyn.start_phase(loader.view(), None))
     batch = np.stack([np.zeros(5, np.int64), np.arange(5, dtype=np.int64)], axis=1)
     dyn.observe(batch, np.array([*FINITE, np.nan]))
     recompute(dyn, 1, loader)
@@ -130,7 +130,7 @@ def test_all_nan_window_after_a_phase_swap_keeps_the_previous_weights(dataset):
     assert not np.allclose(previous, 0.25)
 
     swapped = _loader(dataset, phase_idx=1)
-    swapped.set_buckets(dyn.start_phase(swapped, None))
+    swapped.apply(dyn.start_phase(swapped.view(), None))
     assert len(dyn.window) == 0
     assert dyn.window.num_non_finite == 0
     for step in (2, 3):

@@ -1,4 +1,4 @@
-"""Bucket probabilities, bucket scores and the DynamicReweighter over a real PhaseLoader.
+"""Bucket probabilities, bucket scores and the BucketReweighter over a real PhaseLoader.
 
 The loader is built from tiny datasets prepared by ``prepare`` (real MDS shards), so the bucket
 path is the one training uses: static-metric buckets → window of losses → edges → per-sample
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
 from curriculum_ds.dynamic import (
-    DynamicReweighter,
+    BucketReweighter,
     StreamReweighter,
     bucket_probs,
     bucket_scores,
@@ -135,7 +135,7 @@ def test_scores_refuse_an_empty_window():
         bucket_scores(np.array([], dtype=np.float32), np.array([1.0]), 2)
 
 
-# ------------------------------------------------------------------------ DynamicReweighter
+# ------------------------------------------------------------------------ BucketReweighter
 @pytest.fixture(autouse=True)
 def _no_token_reader(no_token_reader):
     """Loaders without a streaming reader in this module (see ``conftest.no_token_reader``)."""
@@ -186,7 +186,7 @@ def _fake_losses(loader: PhaseLoader, batch: np.ndarray) -> np.ndarray:
     return np.log1p(tokens) + 0.01 * (batch[:, 1] % 7)
 
 
-def _run(dyn: DynamicReweighter, loader: PhaseLoader, steps: range, batch_size: int = 16):
+def _run(dyn: BucketReweighter, loader: PhaseLoader, steps: range, batch_size: int = 16):
     records, batches = [], []
     for step in steps:
         batch = loader.next_global_batch(batch_size, dyn.probs)
@@ -200,8 +200,8 @@ def _run(dyn: DynamicReweighter, loader: PhaseLoader, steps: range, batch_size: 
 
 def test_start_phase_buckets_by_the_static_metric(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-    dyn = DynamicReweighter(_cfg(), seed=3)
-    loader.set_buckets(dyn.start_phase(loader, None))
+    dyn = BucketReweighter(_cfg())
+    loader.apply(dyn.start_phase(loader.view(), None))
     columns = [np.asarray(i.metrics["num_tokens"], dtype=np.float64) for i in loader.infos]
     edges = bucket_edges(np.concatenate(columns), 4)
     for sampler, column in zip(loader.samplers, columns, strict=True):
@@ -214,9 +214,9 @@ def test_unknown_static_metric_is_a_clear_error(datasets):
     from curriculum_ds.errors import ConfigError
 
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-    dyn = DynamicReweighter(_cfg(static_metric="no_such_column"), seed=3)
+    dyn = BucketReweighter(_cfg(static_metric="no_such_column"))
     with pytest.raises(ConfigError, match=r"curriculum\.dynamic\.static_metric.*no_such_column"):
-        loader.set_buckets(dyn.start_phase(loader, None))
+        loader.apply(dyn.start_phase(loader.view(), None))
 
 
 def test_non_finite_static_metric_names_stream_column_and_sample(datasets):
@@ -229,19 +229,19 @@ def test_non_finite_static_metric_names_stream_column_and_sample(datasets):
     column = np.array(info.metrics["token_entropy"], dtype=np.float64)
     column[5] = np.nan
     info.metrics["token_entropy"] = column
-    dyn = DynamicReweighter(_cfg(static_metric="token_entropy"), seed=3)
+    dyn = BucketReweighter(_cfg(static_metric="token_entropy"))
     with pytest.raises(
         ConfigError,
         match=rf"stream '{loader.stream_names[1]}': metric column 'token_entropy' is nan at "
         r"sample 5; every value must be finite",
     ):
-        loader.set_buckets(dyn.start_phase(loader, None))
+        loader.apply(dyn.start_phase(loader.view(), None))
 
 
 def test_recompute_gives_floored_probs_that_sum_to_one(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-    dyn = DynamicReweighter(_cfg(), seed=3)
-    loader.set_buckets(dyn.start_phase(loader, None))
+    dyn = BucketReweighter(_cfg())
+    loader.apply(dyn.start_phase(loader.view(), None))
     records, _ = _run(dyn, loader, range(1, 13))
     assert len(records) == 6  # steps 2, 4, ..., 12
     for rec in records:
@@ -266,8 +266,8 @@ def test_recompute_is_deterministic_and_a_pure_function_of_the_inputs(datasets):
     runs = []
     for _ in range(2):
         loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-        dyn = DynamicReweighter(_cfg(), seed=3)
-        loader.set_buckets(dyn.start_phase(loader, None))
+        dyn = BucketReweighter(_cfg())
+        loader.apply(dyn.start_phase(loader.view(), None))
         runs.append(_run(dyn, loader, range(1, 11)))
     assert runs[0][0] == runs[1][0]
     for a, b in zip(runs[0][1], runs[1][1], strict=True):
@@ -276,8 +276,8 @@ def test_recompute_is_deterministic_and_a_pure_function_of_the_inputs(datasets):
 
 def test_empty_window_keeps_the_previous_probs(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-    dyn = DynamicReweighter(_cfg(), seed=3)
-    loader.set_buckets(dyn.start_phase(loader, None))
+    dyn = BucketReweighter(_cfg())
+    loader.apply(dyn.start_phase(loader.view(), None))
     batch = loader.next_global_batch(8, dyn.probs)
     dyn.observe(batch, np.full(8, np.nan))  # e.g. a step whose samples bear no loss
     rec = recompute(dyn, 2, loader)
@@ -291,7 +291,7 @@ def test_empty_window_keeps_the_previous_probs(datasets):
     assert not np.allclose(previous, 0.25)
     # a phase swap empties the window: the next recompute keeps the last weights
     loader2 = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
-    loader2.set_buckets(dyn.start_phase(loader2, None))
+    loader2.apply(dyn.start_phase(loader2.view(), None))
     rec = recompute(dyn, 8, loader2)
     assert rec is not None
     assert rec["kept_previous"]
@@ -303,8 +303,8 @@ def test_state_dict_restores_probs_window_and_buckets_exactly(datasets):
     continuation (batches and weights) equals the uninterrupted one, at any checkpoint step."""
     for checkpoint_step in (4, 5):  # on a recompute step, and between two recomputes
         loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-        dyn = DynamicReweighter(_cfg(recompute_every_n_steps=4), seed=3)
-        loader.set_buckets(dyn.start_phase(loader, None))
+        dyn = BucketReweighter(_cfg(recompute_every_n_steps=4))
+        loader.apply(dyn.start_phase(loader.view(), None))
         _run(dyn, loader, range(1, checkpoint_step + 1))
         saved = pickle.loads(
             pickle.dumps({"dynamic": dyn.state_dict(), "loader": loader.state_dict()})
@@ -313,8 +313,8 @@ def test_state_dict_restores_probs_window_and_buckets_exactly(datasets):
         rest = _run(dyn, loader, range(checkpoint_step + 1, 15))
 
         loader_b = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-        dyn_b = DynamicReweighter(_cfg(recompute_every_n_steps=4), seed=3)
-        loader_b.set_buckets(dyn_b.start_phase(loader_b, saved["dynamic"]))
+        dyn_b = BucketReweighter(_cfg(recompute_every_n_steps=4))
+        loader_b.apply(dyn_b.start_phase(loader_b.view(), saved["dynamic"]))
         loader_b.load_state_dict(saved["loader"])
         np.testing.assert_array_equal(dyn_b.probs, saved["dynamic"]["probs"])
         np.testing.assert_array_equal(dyn_b.window.values(), window_at_checkpoint)
@@ -326,8 +326,8 @@ def test_state_dict_restores_probs_window_and_buckets_exactly(datasets):
 
 def test_observe_records_the_latest_finite_loss_per_sample(datasets):
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-    dyn = DynamicReweighter(_cfg(), seed=3)
-    loader.set_buckets(dyn.start_phase(loader, None))
+    dyn = BucketReweighter(_cfg())
+    loader.apply(dyn.start_phase(loader.view(), None))
     batch = np.array([[0, 5], [1, 7], [0, 5], [1, 9]], dtype=np.int64)
     dyn.observe(batch, np.array([1.0, 2.0, 3.0, np.nan]))
     assert dyn.last_loss[0][5] == 3.0  # the later of two losses of one sample in a batch
@@ -340,16 +340,16 @@ def test_observe_records_the_latest_finite_loss_per_sample(datasets):
 def test_state_from_an_earlier_phase_carries_only_the_probs(datasets):
     """A checkpoint on a phase boundary: the next phase starts with the weights it would have."""
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-    dyn = DynamicReweighter(_cfg(), seed=3)
-    loader.set_buckets(dyn.start_phase(loader, None))
+    dyn = BucketReweighter(_cfg())
+    loader.apply(dyn.start_phase(loader.view(), None))
     _run(dyn, loader, range(1, 7))
     saved = dyn.state_dict()
     assert saved["phase_idx"] == 0
     assert not np.allclose(saved["probs"], 0.25)
 
     loader_b = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
-    dyn_b = DynamicReweighter(_cfg(), seed=3)
-    loader_b.set_buckets(dyn_b.start_phase(loader_b, saved))
+    dyn_b = BucketReweighter(_cfg())
+    loader_b.apply(dyn_b.start_phase(loader_b.view(), saved))
     np.testing.assert_array_equal(dyn_b.probs, saved["probs"])
     assert len(dyn_b.window) == 0
     assert dyn_b.edges is None
@@ -365,29 +365,29 @@ def test_a_boundary_state_of_other_weights_starts_the_buckets_uniform(datasets, 
     at a boundary), and the loader draws with them."""
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
     if saved_unit == "streams":
-        saved = StreamReweighter(_cfg(unit="streams"), seed=3)
-        saved.start_phase(loader, None)
+        saved = StreamReweighter(_cfg(unit="streams"))
+        saved.start_phase(loader.view(), None)
         saved.probs = np.array([0.8, 0.2])
     else:
-        saved = DynamicReweighter(_cfg(num_buckets=8), seed=3)
-        saved.start_phase(PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=8), None)
+        saved = BucketReweighter(_cfg(num_buckets=8))
+        saved.start_phase(PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=8).view(), None)
         saved.probs = np.linspace(1, 8, 8) / 36
     state = saved.state_dict()
 
     loader_b = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
-    dyn_b = DynamicReweighter(_cfg(), seed=3)
-    loader_b.set_buckets(dyn_b.start_phase(loader_b, state))
+    dyn_b = BucketReweighter(_cfg())
+    loader_b.apply(dyn_b.start_phase(loader_b.view(), state))
     np.testing.assert_array_equal(dyn_b.probs, np.full(4, 0.25))
     assert dyn_b.num_recomputes == state["num_recomputes"]
-    assert loader_b.next_global_batch(16, dyn_b.sampler_probs).shape == (16, 2)
+    assert loader_b.next_global_batch(16).shape == (16, 2)
 
 
 def test_weights_drive_the_sampler_within_the_datamix(datasets):
     """Item 5: bucket shares of the next few thousand samples match the probs (binomial 4σ),
     overall and within each stream, while the stream proportions still hold exactly."""
     loader = PhaseLoader(_phase(datasets), 0, seed=5, num_buckets=4)
-    dyn = DynamicReweighter(_cfg(window=10_000, recompute_every_n_steps=1), seed=5)
-    loader.set_buckets(dyn.start_phase(loader, None))
+    dyn = BucketReweighter(_cfg(window=10_000, recompute_every_n_steps=1))
+    loader.apply(dyn.start_phase(loader.view(), None))
     # a loss for every sample, unrelated to its length, so each stream has all four buckets
     pairs = np.array(
         [[s, i] for s, info in enumerate(loader.infos) for i in range(info.num_samples)],
@@ -426,13 +426,14 @@ def test_phase_start_keeps_the_previous_phases_weights_and_buckets_by_the_static
     From issue 14, item 8.
     """
     loader = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
-    dyn = DynamicReweighter(_cfg(), seed=3)
-    loader.set_buckets(dyn.start_phase(loader, None))
+    dyn = BucketReweighter(_cfg())
+    loader.apply(dyn.start_phase(loader.view(), None))
     _run(dyn, loader, range(1, 7))
     learned = dyn.probs.copy()
     assert not np.allclose(learned, 0.25)
     swapped = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
-    buckets = dyn.start_phase(swapped, None)
+    buckets = dyn.start_phase(swapped.view(), None).buckets
+    assert buckets is not None
     np.testing.assert_array_equal(dyn.probs, learned)
     for b, static in zip(buckets, dyn.static_buckets, strict=True):
         np.testing.assert_array_equal(b, static)

@@ -18,7 +18,7 @@ import pytest
 from helpers import make_dataset, ragged_docs
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
-from curriculum_ds.dynamic import StreamReweighter, make_reweighter, mixture_probs
+from curriculum_ds.dynamic import MixtureUpdate, StreamReweighter, make_reweighter, mixture_probs
 from curriculum_ds.dynamic.signals import excess_losses, learnability_scores
 from curriculum_ds.dynamic.window import StreamWindow
 from curriculum_ds.errors import ConfigError
@@ -154,27 +154,26 @@ def _run(
     cfg = DynamicConfig(enabled=True, unit="streams", **dynamic)
     phase = _phase(streams, unit)
     loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
-    reweighter = make_reweighter(cfg, seed=3)
+    reweighter = make_reweighter(cfg)
     assert isinstance(reweighter, StreamReweighter)
-    assert reweighter.start_phase(loader, None) is None  # no bucket assignment
+    assert reweighter.start_phase(loader.view(), None) == MixtureUpdate()  # the phase's mix
     batches, records = [], []
     for step in range(1, steps + 1):
         if step == resume_at:  # a new process: both rebuilt from their saved states
             loader_state, dynamic_state = loader.state_dict(), reweighter.state_dict()
             loader.close()
             loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
-            reweighter = make_reweighter(cfg, seed=3)
-            reweighter.start_phase(loader, dynamic_state)
+            reweighter = make_reweighter(cfg)
+            reweighter.start_phase(loader.view(), dynamic_state)
             loader.load_state_dict(json.loads(json.dumps(loader_state)))
-        assert reweighter.sampler_probs is None
-        batch = loader.next_global_batch(10, reweighter.sampler_probs)
+        batch = loader.next_global_batch(10)
         batches.append(batch)
         reweighter.observe(batch, _losses(batch, step))
         update = reweighter.maybe_recompute(step)
         if update is not None:
             assert update.buckets is None
-            if update.proportions is not None:
-                loader.set_proportions(update.proportions)
+            assert update.bucket_probs is None
+            loader.apply(update)
             records.append(update.record)
     return batches, records, loader
 
@@ -288,7 +287,7 @@ def test_a_stream_without_the_reference_column_is_refused_naming_it(streams, tmp
         match=r"^curriculum.dynamic.reference_metric: stream 'plain' has no metric column "
         r"'ref_loss' \(has: compression_ratio, num_tokens, token_entropy\)$",
     ):
-        make_reweighter(cfg, seed=0).start_phase(loader, None)
+        make_reweighter(cfg).start_phase(loader.view(), None)
     loader.close()
 
 
@@ -312,8 +311,8 @@ def test_c06_an_all_non_finite_window_keeps_the_phase_proportions_over_streams(s
         keys["reference_metric"] = "ref_loss"
     cfg = DynamicConfig(enabled=True, unit="streams", floor=0.1, **keys)
     loader = PhaseLoader(_phase(streams), 0, seed=3, num_buckets=1)
-    reweighter = make_reweighter(cfg, seed=3)
-    reweighter.start_phase(loader, None)
+    reweighter = make_reweighter(cfg)
+    reweighter.start_phase(loader.view(), None)
     bad = np.resize([np.nan, np.inf, -np.inf], 10)
     for step in (1, 2):
         batch = loader.next_global_batch(10)

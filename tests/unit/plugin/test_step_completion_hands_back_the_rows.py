@@ -9,38 +9,25 @@ import numpy as np
 import pytest
 import torch
 
-from curriculum_ds.plugin.completion import (
-    SkipCounts,
-    StepOutcome,
-    StepTimer,
-    complete_step,
-    step_progress,
-)
+from curriculum_ds.dynamic import MixtureUpdate
+from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
 from curriculum_ds.plugin.stats import StepStats
 from curriculum_ds.position import Position
-from curriculum_ds.records.schema import MetricsRow
+from curriculum_ds.records.schema import MetricsRow, StepOutcome
 
 
 class _Loader:
-    """The two things completion reads from a PhaseLoader, and the one it calls."""
+    """The two things completion reads from a PhaseLoader; it changes nothing of it."""
 
     samples_per_pass = 8
-
-    def __init__(self) -> None:
-        self.buckets: list[Any] = []
 
     def epochs_done(self) -> float:
         return 1 / 3
 
-    def set_buckets(self, buckets: Any) -> None:
-        self.buckets.append(buckets)
 
-
-class _Update:
-    def __init__(self, buckets: Any) -> None:
-        self.buckets = buckets
-        self.proportions = None  # unit "buckets"
-        self.record = {"weights": [0.5, 0.5], "window_size": 4}
+UPDATE = MixtureUpdate(
+    buckets=[np.zeros(4, dtype=np.int64)], record={"weights": [0.5, 0.5], "window_size": 4}
+)
 
 
 class _Dynamic:
@@ -52,8 +39,8 @@ class _Dynamic:
     def observe(self, samples: Any, losses: Any) -> None:
         self.observed.append((samples, losses))
 
-    def maybe_recompute(self, global_step: int) -> _Update:
-        return _Update([np.zeros(4, dtype=np.int64)])
+    def maybe_recompute(self, global_step: int) -> MixtureUpdate:
+        return UPDATE
 
 
 def _outcome(**overrides: Any) -> StepOutcome:
@@ -123,7 +110,7 @@ def test_complete_step_advances_the_position_and_builds_the_row():
     assert list(done.metrics) == list(MetricsRow.__annotations__)
 
 
-def test_re_weighting_observes_the_losses_and_its_update_reaches_the_loader():
+def test_re_weighting_observes_the_losses_and_its_update_is_handed_back():
     loader, dynamic = _Loader(), _Dynamic()
     losses = np.arange(4, dtype=np.float64)
     done = complete_step(
@@ -137,7 +124,7 @@ def test_re_weighting_observes_the_losses_and_its_update_reaches_the_loader():
     )
     assert done.position.progress == Fraction(4, 8)
     assert len(dynamic.observed) == 1
-    assert len(loader.buckets) == 1
+    assert done.update is UPDATE  # the caller applies it to the loader (PhaseLoader.apply)
     assert done.history == {
         "step": 1,
         "phase": 1,

@@ -14,11 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from curriculum_ds.distributed import Topology
 from curriculum_ds.errors import StepError
-from curriculum_ds.plugin.completion import StepOutcome
-from curriculum_ds.plugin.engine_like import Topology
 from curriculum_ds.plugin.step import Step
-from curriculum_ds.records.schema import TraceRow
+from curriculum_ds.records.schema import StepOutcome, TraceRow
 
 
 def _step(engine: Any, batch: dict[str, Any], **overrides: Any) -> tuple[Step, list[Any]]:
@@ -73,7 +72,11 @@ def test_finish_hands_the_outcome_to_the_callback_and_returns_its_row(fake_engin
     expected_loss, _ = _oracle(fake_engine.module, batch)
     row = _run(step, fake_engine)
     assert row == {"step": 1, "from": "callback"}
-    assert step.reweighting == {"history_of": 1}
+    assert row.history == {"history_of": 1}
+    with pytest.raises(TypeError, match="a step's metrics row is read only"):
+        row["step"] = 2
+    with pytest.deprecated_call(match="step.reweighting is deprecated"):
+        assert step.reweighting == {"history_of": 1}  # the old name, one more release
     (outcome,) = handed
     assert outcome.global_step == 1
     assert outcome.phase_name == "only"

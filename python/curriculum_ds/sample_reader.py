@@ -1,0 +1,117 @@
+"""Reading a phase's samples: token arrays of ``(stream_idx, sample_idx)`` pairs, micro-batches.
+
+:class:`SampleReader` owns the phase's mosaicml-streaming datasets (one per stream, opened once,
+released by :meth:`~SampleReader.close` or when collected) and reads samples in bulk from the
+memory-mapped shards (:class:`~curriculum_ds.data.bulk.BulkReader`), byte-identical to streaming's
+``StreamingDataset.__getitem__``, which reads them instead when a shard is not cached yet (a
+remote stream's sample is then downloaded first, by mosaicml-streaming, one process per node, and
+checked against its recorded hash). The order in which samples are read is the phase loader's
+(:mod:`curriculum_ds.loader`); this module only reads.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from curriculum_ds.data import close_stream, open_stream
+from curriculum_ds.data.bulk import BulkReader
+from curriculum_ds.data.streams import drop_cached_shard
+from curriculum_ds.data.streams import streaming_registration as _streaming_registration
+from curriculum_ds.errors import DownloadError
+from curriculum_ds.loss import IGNORE_INDEX
+from curriculum_ds.microbatch import MicroBatch, collate
+
+__all__ = ["SampleReader"]
+
+
+class SampleReader:
+    """The samples of a phase's streams, read by ``(stream_idx, sample_idx)``.
+
+    Args:
+        names: The streams' names (for errors).
+        locals_: Each stream's local folder (a remote stream's cache).
+        remotes: Each stream's remote, or None for a local stream.
+    """
+
+    def __init__(
+        self, names: Sequence[str], locals_: Sequence[str], remotes: Sequence[str | None]
+    ) -> None:
+        self.names, self.locals, self.remotes = list(names), list(locals_), list(remotes)
+        with _streaming_registration():
+            self.datasets = [open_stream(lo, re) for lo, re in zip(locals_, remotes, strict=True)]
+        # released by close(), or when the reader is garbage-collected if nobody called it
+        self._release = weakref.finalize(self, _close_all, self.datasets)
+        self.bulk = BulkReader.of(self.datasets)  # None: every sample through streaming
+
+    def fetch(self, pairs: npt.NDArray[np.int64], seq_len: int) -> list[npt.NDArray[np.int32]]:
+        """The token arrays of ``(stream_idx, sample_idx)`` pairs, each cut to ``seq_len``.
+
+        Raises:
+            DownloadError: a sample cannot be read (its shard failed to download or to verify
+                against its recorded hash, or a local shard file went missing), naming the stream.
+        """
+        flat = None if self.bulk is None else self.bulk.read(pairs, seq_len)
+        if flat is None:
+            return self.fetch_each(pairs, seq_len)
+        return np.split(flat[0], np.cumsum(flat[1][:-1])) if len(flat[1]) else []
+
+    def fetch_each(self, pairs: npt.NDArray[np.int64], seq_len: int) -> list[npt.NDArray[np.int32]]:
+        """:meth:`fetch` through streaming's ``__getitem__``, one sample at a time."""
+        out = []
+        datasets = self.datasets
+        for stream, index in pairs.tolist():  # plain ints: no numpy scalar per sample
+            try:
+                tokens = datasets[stream][index]["input_ids"]
+            except Exception as err:  # streaming wraps storage errors in RuntimeError/ValueError
+                if self.remotes[stream] is not None:  # no unverified shard left in the cache
+                    drop_cached_shard(datasets[stream], index)
+                    if self.bulk is not None:
+                        self.bulk.forget()
+                raise DownloadError(self._failure(stream, index, err)) from None
+            out.append(np.asarray(tokens)[:seq_len])  # a warmup step's length, else max_seq_len
+        return out
+
+    def _failure(self, stream: int, index: int, err: Exception) -> str:
+        text = str(err).strip()
+        detail = text.splitlines()[0] if text else type(err).__name__
+        local, remote = self.locals[stream], self.remotes[stream]
+        source = f"remote {remote}, cache {local}" if remote is not None else local
+        return f"stream {self.names[stream]!r} ({source}): cannot read sample {index}: {detail}"
+
+    def micro_batches(
+        self,
+        batch: npt.NDArray[np.int64],
+        seq_len: int,
+        *,
+        dp_rank: int,
+        dp_world_size: int,
+        micro_batch_size: int,
+    ) -> list[MicroBatch]:
+        """This rank's micro-batches of a global batch: a contiguous slice, in order."""
+        per_rank = len(batch) // dp_world_size
+        start = dp_rank * per_rank
+        result = []
+        for offset in range(start, start + per_rank, micro_batch_size):
+            positions = np.arange(offset, offset + micro_batch_size, dtype=np.int64)
+            pairs, bulk = batch[positions], self.bulk  # padded as collate(self.fetch(pairs))
+            padded = None if bulk is None else bulk.read_padded(pairs, seq_len, IGNORE_INDEX)
+            mb = None if padded is None else MicroBatch.of_arrays(*padded, positions)
+            result.append(mb if mb is not None else collate(self.fetch(pairs, seq_len), positions))
+        return result
+
+    def close(self) -> None:
+        """Release the streaming datasets (their shared memory, see ``close_stream``), the maps."""
+        if self.bulk is not None:
+            self.bulk.forget()
+        self._release()
+
+
+def _close_all(datasets: list[Any]) -> None:
+    for ds in datasets:
+        close_stream(ds)
+    datasets.clear()
