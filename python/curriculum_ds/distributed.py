@@ -10,6 +10,7 @@ environment at import or construction time.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import MutableMapping
@@ -25,6 +26,7 @@ __all__ = [
     "ensure_local_world_size",
     "free_port",
     "lock_run_dir",
+    "open_run_dir",
     "prepare_environment",
     "put_venv_bin_on_path",
     "resolve_local_rank",
@@ -101,10 +103,9 @@ def lock_run_dir(run_dir: Path) -> IO[str]:
 
     Raises:
         RunDirInUseError: Another process holds the lock (the message names its pid).
-        OSError: ``run_dir`` cannot be created or the lock file cannot be opened.
+        ConfigError: ``run_dir`` cannot be created or written (:func:`open_run_dir`).
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = (run_dir / RUN_DIR_LOCK_NAME).open("a+", encoding="utf-8")
+    lock = open_run_dir(run_dir)
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock
@@ -126,6 +127,32 @@ def lock_run_dir(run_dir: Path) -> IO[str]:
     lock.write(f"{os.getpid()}\n")
     lock.flush()
     return lock
+
+
+def open_run_dir(run_dir: Path) -> IO[str]:
+    """Create ``run_dir`` (and its parents) if needed and open its lock file for appending.
+
+    What a run does first in its run directory, so ``curriculum-ds launch`` calls it (and closes
+    the file) before any rank starts: a run directory the system refuses is one line there, not
+    a traceback in every rank.
+
+    Returns:
+        The lock file :data:`RUN_DIR_LOCK_NAME`, open in ``a+`` mode, not locked.
+
+    Raises:
+        ConfigError: ``--run-dir "PATH": cannot be created (<the system's reason>)``: a
+            read-only file system, a file in the way, no permission, a component over 255 bytes,
+            a NUL byte.
+    """
+    from curriculum_ds.user_paths import path_error
+
+    try:
+        if run_dir.exists() and not run_dir.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(run_dir))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return (run_dir / RUN_DIR_LOCK_NAME).open("a+", encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        raise path_error("--run-dir", run_dir, exc, what="created") from None
 
 
 def prepare_environment() -> bool:
