@@ -45,7 +45,7 @@ def ablate(
             :func:`~curriculum_ds.ablate.runs.check_unchanged`.
         CurriculumError: a run failed (named, with its log).
     """
-    from curriculum_ds.ablate.experiment import load_experiment
+    from curriculum_ds.ablate.experiment import load_experiment, monitor_paths
     from curriculum_ds.ablate.plot import render_png
     from curriculum_ds.ablate.runs import check_unchanged, eval_curves, run_experiment
     from curriculum_ds.ablate.summary import render_markdown, summarize
@@ -53,6 +53,15 @@ def ablate(
 
     experiment = load_experiment(experiment_path)
     check_unchanged(experiment, out)
+    moved = monitor_paths(experiment.base)
+    if moved:
+        import click
+
+        keys = ", ".join(f"{section}.output_path" for section in moved)
+        click.echo(
+            f"base config: {keys} replaced by each run's own folder "
+            f"({out}/runs/ARM/seed-S/monitors/), as every arm and seed would write into one"
+        )
     if num_gpus is not None and num_gpus < 1:
         raise ValueError(f"--num-gpus must be >= 1, got {num_gpus}")
     rows = run_experiment(
