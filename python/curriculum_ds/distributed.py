@@ -10,7 +10,6 @@ environment at import or construction time.
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 from collections.abc import MutableMapping
@@ -144,15 +143,13 @@ def open_run_dir(run_dir: Path) -> IO[str]:
             read-only file system, a file in the way, no permission, a component over 255 bytes,
             a NUL byte.
     """
-    from curriculum_ds.user_paths import path_error
+    from curriculum_ds.user_paths import make_folder, path_error
 
+    make_folder(run_dir, field="--run-dir")
     try:
-        if run_dir.exists() and not run_dir.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(run_dir))
-        run_dir.mkdir(parents=True, exist_ok=True)
         return (run_dir / RUN_DIR_LOCK_NAME).open("a+", encoding="utf-8")
-    except (OSError, ValueError) as exc:
-        raise path_error("--run-dir", run_dir, exc, what="created") from None
+    except OSError as exc:  # a read-only folder on a writable file system
+        raise path_error("--run-dir", run_dir, exc, what="written") from None
 
 
 def prepare_environment() -> bool:

@@ -10,12 +10,14 @@ becomes one line ``<field> "<path>": cannot be <what> (<the system's reason>)`` 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+from pathlib import Path
 
 from curriculum_ds.errors import ConfigError
 
-__all__ = ["os_reason", "path_error", "show_path"]
+__all__ = ["make_folder", "os_reason", "path_error", "show_path"]
 
 _SHOWN_CHARS = 160
 """Characters of a path shown in a message; a longer one is cut in the middle."""
@@ -54,3 +56,19 @@ def show_path(path: str | os.PathLike[str]) -> str:
     half = _SHOWN_CHARS // 2
     cut = json.dumps(text[:half] + "…" + text[-half:], ensure_ascii=False)
     return f"{cut} ({len(text)} characters)"
+
+
+def make_folder(path: Path, *, field: str) -> None:
+    """Create the folder ``path`` and its parents if needed (an existing folder is fine).
+
+    Raises:
+        ConfigError: ``<field> "<path>": cannot be created (<reason>)``: a file in the way
+            (``Not a directory``), a read-only file system, no permission, a component over 255
+            bytes, a NUL byte.
+    """
+    try:
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+        path.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        raise path_error(field, path, exc, what="created") from None

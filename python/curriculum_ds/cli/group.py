@@ -25,7 +25,10 @@ class _Group(click.Group):
         except (CurriculumError, ValueError) as exc:
             if isinstance(exc, click.ClickException):
                 raise
-            raise click.ClickException(str(exc)) from None
+            message = str(exc)
+            if message == "embedded null byte":  # any os call on a path holding NUL
+                message = "a path given holds a NUL byte (embedded null byte)"
+            raise click.ClickException(message) from None
         except OSError as exc:
             # the net under the per-field checks: a path the system refused in a place no check
             # names (the commands name the option or field wherever they know it)

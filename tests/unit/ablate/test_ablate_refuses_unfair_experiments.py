@@ -166,6 +166,17 @@ def test_a_base_monitor_path_is_moved_into_each_run(data_root, tmp_path):
     assert arm_config(experiment, "phases", 1)["csv_monitor"] == {"enabled": True, "job_name": "j"}
 
 
+def test_an_out_folder_the_system_refuses_is_one_line(data_root, tmp_path):
+    exp = _experiment(data_root, tmp_path)
+    (tmp_path / "afile").write_text("x")
+    for out, reason in ((tmp_path / "afile" / "o", "created (Not a directory)"),
+                        (tmp_path / ("o" * 300), "read (File name too long)")):  # fmt: skip
+        result = CliRunner().invoke(main, ["ablate", str(exp), "--out", str(out)])
+        line = one_error_line(result)
+        assert line.startswith('Error: --out "'), line
+        assert line.endswith(f": cannot be {reason}"), line
+
+
 def test_an_arm_may_not_set_the_seed(data_root, tmp_path):
     exp = _with_arm(data_root, tmp_path, {"curriculum": {"seed": 9}})
     assert 'arm "odd": curriculum.seed: set by the experiment' in _refusal(exp, tmp_path / "o")

@@ -137,3 +137,20 @@ def test_the_group_turns_any_refused_path_into_one_line() -> None:
         line
         == 'Error: "/tmp/' + "x" * 75 + "…" + "x" * 80 + '" (305 characters): File name too long'
     )
+
+
+def test_an_out_folder_below_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "o"
+    result = CliRunner().invoke(cli_main, ["demo", "--data-only", "--out", str(out)])
+    assert one_error_line(result) == f'Error: --out "{out}": cannot be created (Not a directory)'
+
+
+def test_a_model_path_too_long_and_a_nul_argument_are_one_line(ds_config: Path) -> None:
+    result = CliRunner().invoke(cli_main, ["validate", str(ds_config), "--model", "m" * 300])
+    line = one_error_line(result)
+    assert line.startswith('Error: --model "mmm'), line
+    assert line.endswith('" (300 characters): cannot be read (File name too long)'), line
+    result = CliRunner().invoke(cli_main, ["validate", "a\x00b.json"])
+    line = one_error_line(result)
+    assert line == "Error: a path given holds a NUL byte (embedded null byte)"
