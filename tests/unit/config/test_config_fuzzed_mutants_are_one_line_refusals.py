@@ -231,3 +231,23 @@ def test_auto_passes_the_type_check_and_only_it() -> None:
     for bad in ("AUTO", "auto ", "0.001", math.inf, math.nan, True, None, [], 4.0):
         assert not is_number_or_auto(bad, integer=True), bad
     assert deepspeed_type_errors({"optimizer": {"params": {"lr": "auto"}}}) == {}
+
+
+def test_no_number_of_the_section_is_accepted_as_a_string(tmp_path: Path) -> None:
+    config = valid_config()
+    numbers = [
+        path
+        for path in value_paths(config["curriculum"])
+        if isinstance(_parent(config["curriculum"], path)[path[-1]], (int, float))
+        and not isinstance(_parent(config["curriculum"], path)[path[-1]], bool)
+    ]
+    assert len(numbers) >= 15  # seed, proportions, ramp points, buckets, ratios, max_samples
+    for path in numbers:
+
+        def edit(c: dict, path: tuple[Any, ...] = path) -> None:
+            parent = _parent(c["curriculum"], path)
+            parent[path[-1]] = str(parent[path[-1]])
+
+        message = _refusal(tmp_path, edit)
+        assert message.startswith("curriculum."), (path, message)
+        assert "\n" not in message, (path, message)
