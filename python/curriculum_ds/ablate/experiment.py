@@ -164,10 +164,10 @@ def path_keys(patch: Any, where: str = "") -> list[str]:
 
     Keys inside ``curriculum`` are not DeepSpeed's: an arm may change its stream paths.
     Path-valued: a key named ``path``/``dir``/``file``/``folder`` or ending in ``_path``,
-    ``_dir``, ``_file``, ``_folder`` at any depth (a monitor's ``output_path``, ZeRO offload's
-    ``nvme_path``, ``flops_profiler.output_file``, a checkpoint's save folder), and anything
-    under ``checkpoint``. Such a key would send the run's writes outside ``--out``; an experiment
-    file received from elsewhere must not be able to.
+    ``_dir``, ``_file``, ``_folder`` at any depth: a monitor's ``output_path``, ZeRO offload's
+    ``nvme_path``, ``flops_profiler.output_file``, a ``checkpoint`` save folder (``save_dir``,
+    ``checkpoint.*_path``). Such a key would send the run's writes outside ``--out``; an
+    experiment file received from elsewhere must not be able to.
     """
     found: list[str] = []
     if not isinstance(patch, Mapping):
@@ -176,7 +176,7 @@ def path_keys(patch: Any, where: str = "") -> list[str]:
         sub = f"{where}.{key}" if where else str(key)
         if not where and key == "curriculum":
             continue
-        if value is not None and (_PATH_KEY.search(str(key)) or sub.startswith("checkpoint.")):
+        if value is not None and _PATH_KEY.search(str(key)):
             found.append(sub)
         elif isinstance(value, Mapping):
             found += path_keys(value, sub)

@@ -140,7 +140,7 @@ def test_a_64_character_arm_name_is_accepted(data_root, tmp_path):
          "zero_optimization.offload_optimizer.nvme_path"),
         ({"flops_profiler": {"enabled": True, "output_file": "/tmp/f.txt"}},
          "flops_profiler.output_file"),
-        ({"checkpoint": {"use_node_local_storage": True}}, "checkpoint.use_node_local_storage"),
+        ({"checkpoint": {"save_dir": "/elsewhere"}}, "checkpoint.save_dir"),
     ],
 )  # fmt: skip
 def test_an_arm_may_not_set_where_deepspeed_writes(data_root, tmp_path, patch, key):
