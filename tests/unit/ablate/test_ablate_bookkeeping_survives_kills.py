@@ -2,7 +2,7 @@
 ``results.jsonl`` are replaced atomically; an unreadable ``result.json`` (0 bytes: a kill or a
 full disk under an older version) counts as not written and is rebuilt from the run's records,
 so the rerun continues; ``wall_s`` counts every launch, a launch cut off by a SIGKILL of ablate
-included.
+included. A base config's monitor ``output_path`` is moved into each run (one line says so).
 
 The launches here run a stand-in for the reference loop (the command hook replaces the
 launcher command with a small Python script writing the two record files a finished run
@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import textwrap
+from pathlib import Path
 
 from curriculum_ds.ablate import ablate
 from curriculum_ds.ablate.experiment import load_experiment
@@ -46,10 +47,26 @@ def _no_launch(arm: str, seed: int, cmd: list[str]) -> list[str]:
     raise AssertionError(f"{arm} seed {seed} launched again")
 
 
+def _with_a_base_monitor_path(experiment_path: Path, tmp_path: Path) -> Path:
+    """The experiment with a csv_monitor output_path in its base config, written to tmp_path."""
+    base = json.loads((experiment_path.parent / "base.json").read_text())
+    base["csv_monitor"] = {"enabled": True, "output_path": str(tmp_path / "shared")}
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    spec = json.loads(experiment_path.read_text())
+    (tmp_path / "experiment.json").write_text(json.dumps({**spec, "base": "base.json"}))
+    return tmp_path / "experiment.json"
+
+
 def test_a_rerun_with_an_empty_result_json_continues(tiny_experiment_path, tmp_path, capsys):
-    experiment_path, out = tiny_experiment_path, tmp_path / "out"
+    experiment_path = _with_a_base_monitor_path(tiny_experiment_path, tmp_path)
+    out = tmp_path / "out"
     table = ablate(experiment_path, out, num_gpus=1, command_hook=_stand_in)
     assert "| mixed (reference) | 2 |" in table
+    said = [line for line in capsys.readouterr().out.splitlines() if "output_path" in line]
+    assert said == [
+        f"base config: csv_monitor.output_path replaced by each run's own folder ({out}/runs/"
+        "ARM/seed-S/monitors/), as every arm and seed would write into one"
+    ]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [(r["arm"], r["seed"]) for r in rows] == [
         ("mixed", 1), ("phases", 1), ("mixed", 2), ("phases", 2)
@@ -65,6 +82,8 @@ def test_a_rerun_with_an_empty_result_json_continues(tiny_experiment_path, tmp_p
         log = (directory / "train.log").read_text()
         assert '"running": ' in log.split("ablate.json at start:")[1].splitlines()[0]
         assert not list(directory.glob(".*.tmp"))  # no temporary file left behind
+        config = json.loads((directory / "ds_config.json").read_text())
+        assert config["csv_monitor"] == {"enabled": True}  # its monitors: under the run dir
     phases_1 = run_dir(out, RunKey("phases", 1))
     kept = (phases_1 / "result.json").read_text()
     (phases_1 / "result.json").write_text("")  # what a kill mid-write left before this change
