@@ -27,6 +27,7 @@ __all__ = [
     "ensure_local_world_size",
     "free_port",
     "lock_run_dir",
+    "open_run_dir",
     "prepare_environment",
     "put_venv_bin_on_path",
     "resolve_local_rank",
@@ -103,10 +104,9 @@ def lock_run_dir(run_dir: Path) -> IO[str]:
 
     Raises:
         RunDirInUseError: Another process holds the lock (the message names its pid).
-        OSError: ``run_dir`` cannot be created or the lock file cannot be opened.
+        ConfigError: ``run_dir`` cannot be created or written (:func:`open_run_dir`).
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = (run_dir / RUN_DIR_LOCK_NAME).open("a+", encoding="utf-8")
+    lock = open_run_dir(run_dir)
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock
@@ -128,6 +128,30 @@ def lock_run_dir(run_dir: Path) -> IO[str]:
     lock.write(f"{os.getpid()}\n")
     lock.flush()
     return lock
+
+
+def open_run_dir(run_dir: Path) -> IO[str]:
+    """Create ``run_dir`` (and its parents) if needed and open its lock file for appending.
+
+    What a run does first in its run directory, so ``curriculum-ds launch`` calls it (and closes
+    the file) before any rank starts: a run directory the system refuses is one line there, not
+    a traceback in every rank.
+
+    Returns:
+        The lock file :data:`RUN_DIR_LOCK_NAME`, open in ``a+`` mode, not locked.
+
+    Raises:
+        ConfigError: ``--run-dir "PATH": cannot be created (<the system's reason>)``: a
+            read-only file system, a file in the way, no permission, a component over 255 bytes,
+            a NUL byte.
+    """
+    from curriculum_ds.user_paths import make_folder, path_error
+
+    make_folder(run_dir, field="--run-dir")
+    try:
+        return (run_dir / RUN_DIR_LOCK_NAME).open("a+", encoding="utf-8")
+    except OSError as exc:  # a read-only folder on a writable file system
+        raise path_error("--run-dir", run_dir, exc, what="written") from None
 
 
 def prepare_environment() -> bool:

@@ -7,7 +7,8 @@ also running the uninterrupted twin):
    are SIGKILLed after step 5 (``faulty_train --kill-after-step 5``, injected by ablate's
    command hook; its ``latest`` checkpoint is step 4): ablate stops with one line naming it;
 2. the second invocation resumes that run from its checkpoint and runs the other two;
-3. a third invocation runs nothing;
+3. a third invocation runs nothing, after ``phases`` seed 1's ``result.json`` was emptied (it is
+   rebuilt from the run's records);
 4. the killed run's config is run once more, uninterrupted, in a run directory of its own: in the
    second invocation's launched job of ``mixed`` seed 2, before that run (``many_runs``).
 
@@ -99,6 +100,9 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         twin = root / "twin"
         hook = _second_invocation(twin, out / "runs/phases/seed-1/ds_config.json")
         second = ablate(experiment, out, num_gpus=2, save_interval=2, command_hook=hook)
+        result_json = out / "runs/phases/seed-1/result.json"
+        result_kept = result_json.read_text()
+        result_json.write_text("")  # what a kill mid-write left before writes were atomic
         start = time.perf_counter()
         third = CliRunner().invoke(main, ["ablate", str(experiment), "--out", str(out)])
         third_s = time.perf_counter() - start
@@ -111,6 +115,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "second": second,
         "third": third,
         "third_s": third_s,
+        "result_kept": result_kept,
         "twin": twin,
     }
 
@@ -134,6 +139,9 @@ def test_a_killed_run_stops_ablate_with_one_line_and_resumes_exactly(story):
         if (r["arm"], r["seed"]) == ("phases", 1)
     )
     assert row["loss"] == pytest.approx(twin[-1]["loss"], abs=1e-6)
+    state = json.loads((story["out"] / "runs/phases/seed-1/ablate.json").read_text())
+    assert state["launches"] == 2  # the killed launch and the resumed one
+    assert row["wall_s"] == state["wall_s"]
 
 
 def test_results_have_one_row_per_run_with_the_contract_fields(story):
@@ -194,4 +202,7 @@ def test_a_third_invocation_runs_nothing_and_is_quick(story):
     assert "starting" not in result.output
     assert "resuming" not in result.output
     assert story["third_s"] < 30
+    # the 0-byte result.json was rebuilt from the run's records, as it was
+    rebuilt = (story["out"] / "runs/phases/seed-1/result.json").read_text()
+    assert json.loads(rebuilt) == json.loads(story["result_kept"])
     assert (story["out"] / "summary.md").read_text() in result.output

@@ -45,16 +45,31 @@ def ablate(
             :func:`~curriculum_ds.ablate.runs.check_unchanged`.
         CurriculumError: a run failed (named, with its log).
     """
-    from curriculum_ds.ablate.experiment import load_experiment
+    from curriculum_ds.ablate.experiment import load_experiment, monitor_paths
     from curriculum_ds.ablate.plot import render_png
     from curriculum_ds.ablate.runs import check_unchanged, eval_curves, run_experiment
     from curriculum_ds.ablate.summary import render_markdown, summarize
     from curriculum_ds.commands.launch import default_num_gpus
+    from curriculum_ds.user_paths import make_folder, path_error
 
     experiment = load_experiment(experiment_path)
+    try:
+        out.exists()
+    except OSError as exc:  # a component over 255 bytes: before check_unchanged reads there
+        raise path_error("--out", out, exc) from None
     check_unchanged(experiment, out)
+    moved = monitor_paths(experiment.base)
+    if moved:
+        import click
+
+        keys = ", ".join(f"{section}.output_path" for section in moved)
+        click.echo(
+            f"base config: {keys} replaced by each run's own folder "
+            f"({out}/runs/ARM/seed-S/monitors/), as every arm and seed would write into one"
+        )
     if num_gpus is not None and num_gpus < 1:
         raise ValueError(f"--num-gpus must be >= 1, got {num_gpus}")
+    make_folder(out, field="--out")
     rows = run_experiment(
         experiment,
         out,

@@ -5,7 +5,8 @@ An ``EXPERIMENT.json`` names a ``base`` ds_config (relative to the experiment fi
 a ``model`` folder (docs/ablate.md). :func:`load_experiment` reads it and refuses, one line each
 and before anything is written, whatever would make the comparison unfair or impossible: an arm
 whose config does not validate, unequal ``max_duration``, unequal or missing ``curriculum.eval``,
-a ``reference`` that is not an arm, fewer than 2 arms or seeds.
+a ``reference`` that is not an arm, fewer than 2 arms or seeds, an arm name that cannot name a
+folder, an arm patch that sets where DeepSpeed writes (:func:`path_keys`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,8 +25,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from curriculum_ds.config import read_json_object
 from curriculum_ds.errors import ConfigError
+from curriculum_ds.user_paths import show_path
 
-__all__ = ["Experiment", "arm_config", "first_difference", "load_experiment", "merge_patch"]
+__all__ = [
+    "MONITOR_SECTIONS",
+    "Experiment",
+    "arm_config",
+    "first_difference",
+    "load_experiment",
+    "merge_patch",
+    "monitor_paths",
+    "path_keys",
+]
+
+_ARM_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+"""An arm's name: its run folder's name (``OUT/runs/ARM``), portable and short."""
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -111,12 +126,61 @@ class Experiment:
 
 
 def arm_config(experiment: Experiment, arm: str, seed: int) -> dict[str, Any]:
-    """The ds_config of one run: the base, the arm's merge patch, then ``curriculum.seed``."""
-    config = merge_patch(experiment.base, experiment.arms[arm])
+    """The ds_config of one run: the base, the arm's merge patch, then ``curriculum.seed``.
+
+    A monitor's ``output_path`` (:data:`MONITOR_SECTIONS`, from the base: a patch may not set
+    one) is removed, so the run's monitors write under its own run folder
+    (``OUT/runs/ARM/seed-S/monitors/``, the reference loop's default) instead of every arm ×
+    seed writing into one folder.
+    """
+    config = copy.deepcopy(merge_patch(experiment.base, experiment.arms[arm]))  # base untouched
+    for section in monitor_paths(config):
+        del config[section]["output_path"]
     curriculum = config.get("curriculum")
     if isinstance(curriculum, dict):
         curriculum["seed"] = seed
     return config
+
+
+MONITOR_SECTIONS = ("tensorboard", "csv_monitor", "wandb")
+"""DeepSpeed's monitor sections that may name an ``output_path``."""
+
+_PATH_KEY = re.compile(r"(^|_)(path|dir|file|folder)$")
+"""A DeepSpeed key naming a place it writes or reads: ``output_path``, ``nvme_path``,
+``output_file``, ``save_dir``, ``data_cluster_path``..."""
+
+
+def monitor_paths(config: Mapping[str, Any]) -> list[str]:
+    """The monitor sections of ``config`` that set an explicit ``output_path``."""
+    return [
+        section
+        for section in MONITOR_SECTIONS
+        if isinstance(config.get(section), Mapping) and config[section].get("output_path")
+    ]
+
+
+def path_keys(patch: Any, where: str = "") -> list[str]:
+    """The JSON paths of the path-valued DeepSpeed keys an arm's patch sets, in its order.
+
+    Keys inside ``curriculum`` are not DeepSpeed's: an arm may change its stream paths.
+    Path-valued: a key named ``path``/``dir``/``file``/``folder`` or ending in ``_path``,
+    ``_dir``, ``_file``, ``_folder`` at any depth: a monitor's ``output_path``, ZeRO offload's
+    ``nvme_path``, ``flops_profiler.output_file``, a ``checkpoint`` save folder (``save_dir``,
+    ``checkpoint.*_path``). Such a key would send the run's writes outside ``--out``; an
+    experiment file received from elsewhere must not be able to.
+    """
+    found: list[str] = []
+    if not isinstance(patch, Mapping):
+        return found
+    for key, value in patch.items():
+        sub = f"{where}.{key}" if where else str(key)
+        if not where and key == "curriculum":
+            continue
+        if value is not None and _PATH_KEY.search(str(key)):
+            found.append(sub)
+        elif isinstance(value, Mapping):
+            found += path_keys(value, sub)
+    return found
 
 
 def _schema_error(exc: ValidationError, path: Path) -> ConfigError:
@@ -176,8 +240,17 @@ def load_experiment(path: str | Path) -> Experiment:
     if repeated:
         raise ConfigError(f"{path}: seeds: each seed once, {repeated[0]} is repeated")
     for arm, patch in spec.arms.items():
-        if "/" in arm or arm in ("", ".", ".."):
-            raise ConfigError(f'{path}: arms: "{arm}" cannot name a folder')
+        if not _ARM_NAME.fullmatch(arm) or arm in (".", ".."):
+            raise ConfigError(
+                f"{path}: arms: {show_path(arm)} is not an arm name (it names the arm's run "
+                'folder: 1 to 64 characters of A-Z a-z 0-9 . _ -, not "." or "..")'
+            )
+        written = path_keys(patch)
+        if written:
+            raise ConfigError(
+                f'arm "{arm}": {written[0]}: an arm may not set where DeepSpeed writes (every '
+                "run writes under --out); set it in the base config"
+            )
         if isinstance(patch.get("curriculum"), dict) and "seed" in patch["curriculum"]:
             raise ConfigError(
                 f'arm "{arm}": curriculum.seed: set by the experiment\'s seeds, not by an arm'

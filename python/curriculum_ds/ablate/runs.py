@@ -6,7 +6,8 @@ forwarding) into ``OUT/runs/ARM/seed-S/``, a normal run directory, with ``--resu
 interrupted run continues from its latest checkpoint. The run directory also holds what ablate
 itself needs: ``ds_config.json`` (the run's config: base + arm patch + seed; compared on every
 later invocation), ``train.log`` (the launch's output), ``ablate.json`` (the wall time of its
-launches) and, once it finished, ``result.json`` (its row of ``results.jsonl``).
+launches, :func:`launch_state`) and, once it finished, ``result.json`` (its row of
+``results.jsonl``). Each is replaced atomically; an unreadable one counts as not written.
 """
 
 from __future__ import annotations
@@ -23,10 +24,18 @@ from typing import Any
 import click
 
 from curriculum_ds.ablate.experiment import Experiment, arm_config, first_difference
+from curriculum_ds.atomic_files import write_text_atomically
 from curriculum_ds.errors import ConfigError, CurriculumError
 from curriculum_ds.records.jsonl import read_jsonl
 
-__all__ = ["CommandHook", "RunKey", "check_unchanged", "run_dir", "run_experiment"]
+__all__ = [
+    "CommandHook",
+    "RunKey",
+    "check_unchanged",
+    "launch_state",
+    "run_dir",
+    "run_experiment",
+]
 
 CommandHook = Callable[[str, int, list[str]], list[str]]
 """``(arm, seed, command) -> command``: may rewrite a run's launcher command (the tests' fault
@@ -54,9 +63,20 @@ def run_keys(experiment: Experiment) -> list[RunKey]:
     return [RunKey(arm, seed) for seed in experiment.seeds for arm in experiment.arms]
 
 
-def _stored(directory: Path, name: str) -> Any:
+def _stored(directory: Path, name: str) -> dict[str, Any] | None:
+    """The JSON object in ``directory/name``; None when it is missing or unreadable.
+
+    Every such file is written atomically (:func:`~curriculum_ds.atomic_files.
+    write_text_atomically`), so an unreadable one (empty, cut, not an object) was left by
+    something else (an older version killed mid-write, a copy): it counts as not written, and
+    what it held is rebuilt from the run's own records.
+    """
     path = directory / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not JSON (0 bytes)
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def check_unchanged(experiment: Experiment, out: Path) -> None:
@@ -82,8 +102,8 @@ def check_unchanged(experiment: Experiment, out: Path) -> None:
             if stored is None:
                 continue
             field = first_difference(stored, arm_config(experiment, arm, seed))
-            state = _stored(directory, "ablate.json") or {}
-            if field is None and state.get("model") != experiment.model:
+            state = _stored(directory, "ablate.json")  # None: unreadable, its model unknown
+            if field is None and state is not None and state.get("model") != experiment.model:
                 field = "model"
             if field is not None:
                 raise ConfigError(
@@ -121,14 +141,13 @@ def _finished_row(experiment: Experiment, key: RunKey, directory: Path) -> dict[
     total = Duration.parse(experiment.max_duration)
     if total.unit == "tok" and metrics[-1]["tokens"] < total.value:
         return None  # stopped early (SIGTERM) at an eval step
-    state = _stored(directory, "ablate.json") or {}
     final = evals[-1]
     return {
         "arm": key.arm,
         "seed": key.seed,
         "tokens": int(metrics[-1]["tokens"]),
         "steps": int(metrics[-1]["step"]),
-        "wall_s": float(state.get("wall_s", 0.0)),
+        "wall_s": float(launch_state(directory, experiment.model)["wall_s"]),
         "loss": float(final["loss"]),
         "streams": {name: float(s["loss"]) for name, s in final["streams"].items()},
     }
@@ -158,10 +177,9 @@ def _launch(
 
     directory.mkdir(parents=True, exist_ok=True)
     config_path = directory / "ds_config.json"
-    if not config_path.is_file():
-        config_path.write_text(
-            json.dumps(arm_config(experiment, key.arm, key.seed), indent=2), encoding="utf-8"
-        )
+    if _stored(directory, "ds_config.json") is None:
+        config = arm_config(experiment, key.arm, key.seed)
+        write_text_atomically(config_path, json.dumps(config, indent=2))
     train_args = ["--run-dir", str(directory), "--resume", "auto", "--no-progress"]
     train_args += ["--save-interval", str(save_interval), "--keep-last", "1"]
     if experiment.model is not None:
@@ -169,15 +187,16 @@ def _launch(
     cmd = build_command(config_path, num_gpus=num_gpus, train_args=train_args)
     if command_hook is not None:
         cmd = command_hook(key.arm, key.seed, cmd)
-    state = _stored(directory, "ablate.json") or {"model": experiment.model, "wall_s": 0.0}
     log = directory / "train.log"
-    start = time.perf_counter()
+    state = launch_state(directory, experiment.model)
+    start = state["running"] = time.time()
+    write_text_atomically(directory / "ablate.json", json.dumps(state))  # durable before it runs
     with _output_to(log):
         print(" ".join(cmd), flush=True)
         code = run_command(cmd, cuda=cuda)
-    wall_s = time.perf_counter() - start
-    state["wall_s"] = float(state["wall_s"]) + wall_s
-    (directory / "ablate.json").write_text(json.dumps(state), encoding="utf-8")
+    wall_s = time.time() - start
+    _close_launch(state, time.time())
+    write_text_atomically(directory / "ablate.json", json.dumps(state))
     if code != 0:
         click.echo(_log_tail(log), err=True)
         raise CurriculumError(
@@ -187,16 +206,42 @@ def _launch(
     return wall_s
 
 
+def launch_state(directory: Path, model: str | None) -> dict[str, Any]:
+    """The run's ``ablate.json``: its ``model`` and ``wall_s``, every launch counted.
+
+    A launch records its start (``running``, Unix seconds) before the launcher starts and adds
+    its wall time to ``wall_s`` when it returns. A launch that never returned (``ablate``
+    SIGKILLed: its watchdog stopped the ranks) is counted up to the last write of its
+    ``train.log`` (what the launch and its ranks printed), here, when the state is next read.
+    A missing or unreadable ``ablate.json`` starts from ``wall_s`` 0 with ``model``.
+    """
+    state = _stored(directory, "ablate.json") or {"model": model, "wall_s": 0.0}
+    if not isinstance(state.get("wall_s"), (int, float)):
+        state["wall_s"] = 0.0
+    if "running" in state:
+        try:
+            last = (directory / "train.log").stat().st_mtime
+        except OSError:
+            last = 0.0
+        _close_launch(state, last)
+    return state
+
+
+def _close_launch(state: dict[str, Any], end: float) -> None:
+    """Add the running launch's seconds (``end`` minus its start, at least 0) to ``wall_s``."""
+    start = state.pop("running", None)
+    if isinstance(start, (int, float)):
+        state["wall_s"] = float(state["wall_s"]) + max(0.0, end - float(start))
+    state["launches"] = int(state.get("launches", 0)) + 1
+
+
 def _eval_summary(row: dict[str, Any]) -> str:
     streams = ", ".join(f"{name} {loss:.4f}" for name, loss in row["streams"].items())
     return f"final eval loss {row['loss']:.4f} ({streams})"
 
 
 def _write_results(out: Path, rows: Sequence[dict[str, Any]]) -> None:
-    text = "".join(json.dumps(row) + "\n" for row in rows)
-    tmp = out / "results.jsonl.tmp"
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out / "results.jsonl")
+    write_text_atomically(out / "results.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def run_experiment(
@@ -236,6 +281,10 @@ def run_experiment(
         directory = run_dir(out, key)
         tag = f"[{idx}/{len(keys)}] {key.arm} seed {key.seed}"
         done = _stored(directory, "result.json")
+        if done is None:  # never written, or unreadable: the run's records say if it finished
+            done = _finished_row(experiment, key, directory)
+            if done is not None:
+                write_text_atomically(directory / "result.json", json.dumps(done))
         if done is not None:
             click.echo(f"{tag}: finished earlier, {_eval_summary(done)}")
             rows.append(done)
@@ -260,7 +309,7 @@ def run_experiment(
                 f"run {key.arm} seed {key.seed} stopped before max_duration "
                 f"({directory / 'train.log'}); the same command resumes it"
             )
-        (directory / "result.json").write_text(json.dumps(row), encoding="utf-8")
+        write_text_atomically(directory / "result.json", json.dumps(row))
         rows.append(row)
         _write_results(out, rows)
         launched_s.append(wall_s)

@@ -17,7 +17,7 @@ __all__ = ["main"]
 
 
 class _Group(click.Group):
-    """Turns a CurriculumError (or a bad value) raised by any command into one line and exit 1."""
+    """Turns a CurriculumError, a bad value or a refused path into one line and exit 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -25,7 +25,17 @@ class _Group(click.Group):
         except (CurriculumError, ValueError) as exc:
             if isinstance(exc, click.ClickException):
                 raise
-            raise click.ClickException(str(exc)) from None
+            message = str(exc)
+            if message == "embedded null byte":  # any os call on a path holding NUL
+                message = "a path given holds a NUL byte (embedded null byte)"
+            raise click.ClickException(message) from None
+        except OSError as exc:
+            # the net under the per-field checks: a path the system refused in a place no check
+            # names (the commands name the option or field wherever they know it)
+            from curriculum_ds.user_paths import os_reason, show_path
+
+            where = f"{show_path(exc.filename)}: " if isinstance(exc.filename, str) else ""
+            raise click.ClickException(f"{where}{os_reason(exc)}") from None
 
 
 @click.group(cls=_Group)

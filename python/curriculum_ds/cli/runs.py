@@ -51,7 +51,8 @@ def launch(
     With --script, `deepspeed --num_gpus N SCRIPT --deepspeed_config DS_CONFIG ...`: the same
     environment, port choice and signal forwarding (SIGTERM reaches every rank of the script).
     First the checks of `validate --model` (the trainer's --model; without it for a script), so a
-    bad config, model or data is refused in one line per problem before any rank starts.
+    bad config, model or data is refused in one line per problem before any rank starts; the
+    trainer's --run-dir is created there too (one line when the system refuses it).
     """
     from curriculum_ds.commands.launch import build_command, default_num_gpus, has_cuda, run_command
     from curriculum_ds.config import load_config
@@ -63,6 +64,11 @@ def launch(
     if ranks < 1:
         raise click.BadParameter(f"must be >= 1, got {ranks}", param_hint="--num-gpus")
     run.global_batch_size(ranks)  # train_batch_size must agree with this many ranks
+    run_dir = _train_option(train_args, "--run-dir") or _train_option(train_args, "--run_dir")
+    if script is None and run_dir is not None:
+        from curriculum_ds.distributed import open_run_dir
+
+        open_run_dir(Path(run_dir)).close()  # the loop's first act there, once, before the ranks
     cmd = build_command(
         ds_config,
         num_gpus=ranks,
@@ -97,7 +103,9 @@ def launch(
 def demo(out: Path, num_gpus: int | None, max_duration: str | None, data_only: bool) -> None:
     """Real text from Python's stdlib → two datamixes → a 2-phase dynamic curriculum run."""
     from curriculum_ds.commands.demo import build_demo_data, run_demo
+    from curriculum_ds.user_paths import make_folder
 
+    make_folder(out, field="--out")
     if data_only:
         click.echo(f"demo data: {build_demo_data(out.resolve())}")
         return

@@ -193,8 +193,12 @@ def read_json_object(path: str | os.PathLike[str], *, field: str | None = None) 
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: cannot read: {exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        from curriculum_ds.user_paths import os_reason
+
+        raise ConfigError(f"{where}: cannot read: {os_reason(exc)}") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -245,16 +249,22 @@ def load_config(
         curriculum_conflicts,
         lr_schedule_conflicts,
     )
+    from curriculum_ds.config.deepspeed_types import deepspeed_type_errors
     from curriculum_ds.preflight import check_model_context, deepspeed_config_errors
 
     ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
     conflicts = curriculum_conflicts(ds_config)
     batch_errors = _batch_key_errors(ds_config)
     errors = [*conflicts.values(), *batch_errors]
+    # the keys we read: a number, or "auto" (once per key: a batch key's own check comes first)
+    type_errors = deepspeed_type_errors(ds_config)
+    reported = {line.split(":")[0] for line in batch_errors}
+    errors += [line for key, line in type_errors.items() if key not in reported]
     # DeepSpeed's own batch assertions would repeat a bad batch key less clearly, and its
     # checks of a refused curriculum block would only add noise
     checked = {k: v for k, v in ds_config.items() if k not in conflicts}
-    errors += deepspeed_config_errors(checked, build=not batch_errors)
+    batch_ok = not batch_errors and all(key.startswith("optimizer.") for key in type_errors)
+    errors += deepspeed_config_errors(checked, build=batch_ok)
     errors += lr_schedule_conflicts(ds_config, raw.get("curriculum"))
     curriculum: CurriculumConfig | None = None
     if "curriculum" in raw:

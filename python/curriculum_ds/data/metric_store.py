@@ -9,43 +9,19 @@ in sample order) and are listed in ``curriculum_meta.json``'s ``metric_columns``
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 import numpy.typing as npt
 
+from curriculum_ds.atomic_files import replace_atomically
 from curriculum_ds.data.index import META_FILENAME, METRICS_FILENAME, read_json
 from curriculum_ds.errors import DataError
 
 __all__ = ["write_metric_column"]
-
-
-def _replace_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` through a temporary file in its folder, then ``os.replace`` it into place.
-
-    A reader sees the old file or the new one, never a partial one; on an error the temporary
-    file is removed and ``path`` is unchanged. The new file keeps the old one's permissions.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):
-            Path(tmp).chmod(path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def write_metric_column(folder: str | Path, name: str, values: npt.ArrayLike) -> None:
@@ -96,7 +72,7 @@ def write_metric_column(folder: str | Path, name: str, values: npt.ArrayLike) ->
                 np.lib.format.write_array(out, column, allow_pickle=False)
 
     try:
-        _replace_atomically(metrics_path, write_npz)
+        replace_atomically(metrics_path, write_npz)
     except OSError as err:
         raise DataError(f"cannot write {metrics_path}: {err}; it is unchanged") from None
     if name not in columns:
@@ -107,7 +83,7 @@ def write_metric_column(folder: str | Path, name: str, values: npt.ArrayLike) ->
             fh.write(text.encode("utf-8"))
 
         try:
-            _replace_atomically(meta_path, write_meta)
+            replace_atomically(meta_path, write_meta)
         except OSError as err:  # the new member is there, unlisted: readers do not see it
             raise DataError(
                 f"cannot write {meta_path}: {err}; column {name!r} is not listed (run again)"

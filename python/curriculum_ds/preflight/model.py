@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.config.messages import join_errors, show_value
 from curriculum_ds.errors import ConfigError
+from curriculum_ds.user_paths import path_error
 
 if TYPE_CHECKING:
     from curriculum_ds.config.models import CurriculumConfig
@@ -31,7 +32,11 @@ def _model_config(model: str | Path) -> dict[str, Any]:
         ConfigError: ``--model ...``: not a folder, no config.json, unreadable or not an object.
     """
     folder = Path(model)
-    if not folder.is_dir():
+    try:
+        is_folder = folder.is_dir()
+    except OSError as exc:  # a component over 255 bytes, no permission on a parent
+        raise path_error("--model", model, exc) from None
+    if not is_folder:
         raise ConfigError(f"--model {model}: not a local model folder (no download at run time)")
     path = folder / "config.json"
     try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.config.messages import show_value
 from curriculum_ds.errors import ConfigError, DataError
+from curriculum_ds.user_paths import path_error
 
 if TYPE_CHECKING:
     from curriculum_ds.config.models import CurriculumConfig, PhaseConfig, StreamConfig
@@ -64,27 +65,43 @@ def _read_streams(
             token_ranges[stream.local] = None  # the shards are not downloaded to check
             continue
         where = f"{path}.local"
-        if not Path(stream.local).exists():
-            raise ConfigError(f"{where}: {show_value(stream.local)} does not exist")
-        if not Path(stream.local).is_dir():
-            raise ConfigError(f"{where}: {show_value(stream.local)} is not a directory")
-        if not (Path(stream.local) / "index.json").is_file():
-            raise ConfigError(
-                f"{where}: {show_value(stream.local)} is not an MDS dataset (no index.json; "
-                "build one with `curriculum-ds prepare`)"
-            )
         try:
-            # the shards first: reading a foreign dataset's info decodes every sample
-            token_ranges[stream.local] = verify_stream_checked(
-                stream.local, verify_hashes=verify_hashes
+            infos[stream.local], token_ranges[stream.local] = _read_local_stream(
+                where, stream.local, verify_hashes=verify_hashes
             )
-            infos[stream.local] = read_stream_info_checked(stream.local)
-        except DataError as exc:
-            detail = str(exc).replace("\n", " ")
-            raise ConfigError(
-                f"{where}: {show_value(stream.local)} is not a readable MDS dataset: {detail}"
-            ) from None
+        except OSError as exc:  # ENAMETOOLONG, EACCES, ELOOP: the path itself is refused
+            raise path_error(where + ":", stream.local, exc) from None
     return infos, token_ranges
+
+
+def _read_local_stream(
+    where: str, local: str, *, verify_hashes: bool
+) -> tuple[StreamInfo, tuple[int, int] | None]:
+    """A local stream's info and probed token-id range; see :func:`_read_streams`.
+
+    Raises:
+        ConfigError: ``<where>: "local" <why>`` (missing, not a folder, no ``index.json``, not
+            a readable MDS dataset).
+        OSError: the system refused the path itself (the caller names the field).
+    """
+    if not Path(local).exists():
+        raise ConfigError(f"{where}: {show_value(local)} does not exist")
+    if not Path(local).is_dir():
+        raise ConfigError(f"{where}: {show_value(local)} is not a directory")
+    if not (Path(local) / "index.json").is_file():
+        raise ConfigError(
+            f"{where}: {show_value(local)} is not an MDS dataset (no index.json; "
+            "build one with `curriculum-ds prepare`)"
+        )
+    try:
+        # the shards first: reading a foreign dataset's info decodes every sample
+        token_range = verify_stream_checked(local, verify_hashes=verify_hashes)
+        return read_stream_info_checked(local), token_range
+    except DataError as exc:
+        detail = str(exc).replace("\n", " ")
+        raise ConfigError(
+            f"{where}: {show_value(local)} is not a readable MDS dataset: {detail}"
+        ) from None
 
 
 def _check_one_remote_per_local(cfg: CurriculumConfig) -> None:
@@ -118,6 +135,8 @@ def _read_remote_stream(
     try:
         sync_stream_metadata(stream.local, remote)
         return read_stream_info_checked(stream.local, remote=remote)
+    except OSError as exc:  # the cache folder itself refused (read-only, name too long)
+        raise path_error(f"{path}.local:", stream.local, exc) from None
     except DataError as exc:
         detail = str(exc).replace("\n", " ")
         raise ConfigError(

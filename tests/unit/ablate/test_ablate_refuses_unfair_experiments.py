@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from helpers import one_error_line, tiny_experiment
+from helpers import one_error_line
 
 from curriculum_ds.ablate.experiment import arm_config, load_experiment
 from curriculum_ds.ablate.runs import RunKey, check_unchanged, run_dir
@@ -21,11 +21,9 @@ from curriculum_ds.cli import main
 from curriculum_ds.errors import ConfigError
 
 
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("ablate_refusals")
-    tiny_experiment(root)
-    return root
+@pytest.fixture
+def data_root(tiny_experiment_path: Path) -> Path:
+    return tiny_experiment_path.parent
 
 
 def _experiment(root: Path, tmp_path: Path, **changes: Any) -> Path:
@@ -104,6 +102,79 @@ def test_repeated_seeds_and_a_single_arm_are_refused(data_root, tmp_path):
     assert "seeds: each seed once, 3 is repeated" in line, line
     line = _refusal(_experiment(data_root, tmp_path, arms={"mixed": {}}), tmp_path / "out")
     assert "arms: at least 2 arms are needed for a comparison, got 1" in line, line
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("a\x00b", '"a\\u0000b"'),
+        ("L" * 300, '"' + "L" * 80 + "…" + "L" * 80 + '" (300 characters)'),
+        ("L" * 65, '"' + "L" * 65 + '"'),
+        ("..", '".."'),
+        ("a/b", '"a/b"'),
+        ("é", '"é"'),
+    ],
+)
+def test_an_arm_name_that_cannot_name_a_folder_is_one_line(data_root, tmp_path, name, shown):
+    exp = _experiment(data_root, tmp_path, arms={"mixed": {}, name: {}})
+    line = _refusal(exp, tmp_path / "out")
+    assert line == (
+        f"Error: {exp}: arms: {shown} is not an arm name (it names the arm's run folder: 1 to 64 "
+        'characters of A-Z a-z 0-9 . _ -, not "." or "..")'
+    )
+
+
+def test_a_64_character_arm_name_is_accepted(data_root, tmp_path):
+    exp = _experiment(data_root, tmp_path, arms={"mixed": {}, "a.b_c-" + "L" * 58: {}})
+    assert len(load_experiment(exp).arms) == 2
+
+
+@pytest.mark.parametrize(
+    ("patch", "key"),
+    [
+        ({"csv_monitor": {"enabled": True, "output_path": "/tmp/x", "job_name": "j"}},
+         "csv_monitor.output_path"),
+        ({"tensorboard": {"output_path": "elsewhere"}}, "tensorboard.output_path"),
+        ({"wandb": {"output_path": "elsewhere"}}, "wandb.output_path"),
+        ({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": "/x"}}},
+         "zero_optimization.offload_optimizer.nvme_path"),
+        ({"flops_profiler": {"enabled": True, "output_file": "/tmp/f.txt"}},
+         "flops_profiler.output_file"),
+        ({"checkpoint": {"save_dir": "/elsewhere"}}, "checkpoint.save_dir"),
+    ],
+)  # fmt: skip
+def test_an_arm_may_not_set_where_deepspeed_writes(data_root, tmp_path, patch, key):
+    line = _refusal(_with_arm(data_root, tmp_path, patch), tmp_path / "out")
+    assert line == (
+        f'Error: arm "odd": {key}: an arm may not set where DeepSpeed writes (every run writes '
+        "under --out); set it in the base config"
+    )
+
+
+def test_a_base_monitor_path_is_moved_into_each_run(data_root, tmp_path):
+    base = json.loads((data_root / "base.json").read_text())
+    base["csv_monitor"] = {
+        "enabled": True,
+        "output_path": str(tmp_path / "shared"),
+        "job_name": "j",
+    }
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    exp = _experiment(data_root, tmp_path, base=str(tmp_path / "base.json"))
+    experiment = load_experiment(exp)
+    assert experiment.base["csv_monitor"]["output_path"] == str(tmp_path / "shared")
+    # without an output_path the reference loop writes under the run's own --run-dir/monitors/
+    assert arm_config(experiment, "phases", 1)["csv_monitor"] == {"enabled": True, "job_name": "j"}
+
+
+def test_an_out_folder_the_system_refuses_is_one_line(data_root, tmp_path):
+    exp = _experiment(data_root, tmp_path)
+    (tmp_path / "afile").write_text("x")
+    for out, reason in ((tmp_path / "afile" / "o", "created (Not a directory)"),
+                        (tmp_path / ("o" * 300), "read (File name too long)")):  # fmt: skip
+        result = CliRunner().invoke(main, ["ablate", str(exp), "--out", str(out)])
+        line = one_error_line(result)
+        assert line.startswith('Error: --out "'), line
+        assert line.endswith(f": cannot be {reason}"), line
 
 
 def test_an_arm_may_not_set_the_seed(data_root, tmp_path):

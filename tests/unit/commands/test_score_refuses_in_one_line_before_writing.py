@@ -303,6 +303,7 @@ def test_a_failed_write_is_one_line_and_leaves_the_metric_store(
 ) -> None:
     """A write that fails midway (disk full) is a DataError; metrics.npz keeps its bytes and no
     temporary file is left."""
+    import curriculum_ds.atomic_files as atomic_files
     import curriculum_ds.data.metric_store as store
     from curriculum_ds.errors import DataError
 
@@ -312,7 +313,7 @@ def test_a_failed_write_is_one_line_and_leaves_the_metric_store(
     def full(*_: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store.os, "replace", full)
+    monkeypatch.setattr(atomic_files.os, "replace", full)
     num_samples = json.loads((code / "curriculum_meta.json").read_text())["num_samples"]
     with pytest.raises(DataError, match=r"^cannot write .*metrics\.npz: .*No space left on device"):
         store.write_metric_column(code, "ref_loss", np.zeros(num_samples))

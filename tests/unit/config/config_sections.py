@@ -43,6 +43,18 @@ def base_section() -> dict[str, Any]:
     }
 
 
+def value_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside ``node`` (object keys and list indices), parents first."""
+    out = [prefix] if prefix else []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += value_paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += value_paths(value, (*prefix, i))
+    return out
+
+
 def refused(edit: Any) -> str:
     """Apply ``edit`` to a copy of the base section; return the ConfigError message (one line
     per problem, none blank)."""

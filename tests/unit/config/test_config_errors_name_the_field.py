@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from config_sections import base_section, refused
+from config_sections import base_section, refused, value_paths
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -207,17 +207,6 @@ def test_config_error_is_a_curriculum_error() -> None:
     assert issubclass(ConfigError, CurriculumError)
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
-
-
 _JSON = st.recursive(
     st.none()
     | st.booleans()
@@ -236,7 +225,7 @@ def test_any_single_edit_gives_one_line_per_problem_or_a_valid_config(
     data: st.DataObject,
 ) -> None:
     section = base_section()
-    paths = _paths(section)
+    paths = value_paths(section)
     path = data.draw(st.sampled_from(paths))
     value = data.draw(_JSON)
     node = section
