@@ -42,7 +42,7 @@ from curriculum_ds.cli.group import main
     type=click.Choice(["text", "jsonl", "json", "parquet"]),
     default=None,
     help="read every input file in this format, whatever its suffix "
-    "(default: by suffix, files inside folders with other suffixes skipped)",
+    "(default: by suffix; files inside folders with other suffixes read as text by content)",
 )
 @click.option(
     "--text-field",
@@ -87,10 +87,10 @@ def prepare(
 
     A named file with another suffix (.csv, .py, ...) is refused before anything is
     written; --format reads it anyway. Inside a folder (walked recursively, hidden entries
-    skipped), files with other suffixes are skipped and counted, as are text files that are
-    binary or not UTF-8; a file with no suffix (LICENSE, COPYING) is read as plain text when it
-    is UTF-8 text. The summary line says what was skipped. A bad row is one line naming
-    the file and row; nothing is left under --out.
+    skipped), a file with another suffix or none (.h, .pm, LICENSE, changelog.Debian.gz,
+    decompressed) is read as plain text when its content is UTF-8 text; binary and non-UTF-8
+    files are skipped and counted. The summary line says what was skipped. A bad row is one
+    line naming the file and row; nothing is left under --out.
 
     Each sample carries its metric columns. The summary gives the padding fraction at
     --max-seq-len, unpacked and packed: the share of token slots that are padding when every
@@ -152,7 +152,7 @@ def prepare(
     click.echo(summary.describe_padding())
     skipped = summary.describe_skipped()
     if skipped:
-        click.echo(f"skipped in folders: {skipped} (--format reads other suffixes)")
+        click.echo(f"skipped in folders: {skipped}")
 
 
 @main.command()
