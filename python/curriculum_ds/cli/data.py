@@ -255,8 +255,9 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     """
     from curriculum_ds.commands.schedule_table import describe_schedule
     from curriculum_ds.config import load_config
+    from curriculum_ds.config.hf_auto import hf_auto_keys, hf_auto_note
 
-    run = load_config(ds_config, check_data=True, model=model, strict=True)
+    run = load_config(ds_config, check_data=True, model=model, strict=True, hf_auto=True)
     verdict = note = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
         from curriculum_ds.checkpoint.engine_io import elastic_dynamic_note, global_batch_note
@@ -278,6 +279,9 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
             dynamic=run.curriculum.dynamic.enabled,
         )
     click.echo(describe_schedule(run, dp_world_size=num_gpus))
+    auto = hf_auto_keys(run.ds_config)
+    if auto:
+        click.echo(f"curriculum_ds: note: {hf_auto_note(auto)}")
     if verdict is not None:
         click.echo(verdict)
     if note is not None:
