@@ -92,13 +92,16 @@ def test_the_migrated_run_trains_deepspeeds_length_at_every_step(
     engine = type(fake_engine)(ByteLM(), gas=1)
     curriculum = Curriculum(engine, load_config(out, check_data=True))
     trained, seq_lens = [], []
-    for step in curriculum:
-        for mb in step.micro_batches:
-            step.backward(engine(mb.input_ids), mb)
-        row = step.finish()
-        assert row["step_tokens"] % GLOBAL_BATCH == 0
-        trained.append(row["step_tokens"] // GLOBAL_BATCH)  # every sample is longer than 10
-        seq_lens.append(row.get("seq_len"))
+    try:
+        for step in curriculum:
+            for mb in step.micro_batches:
+                step.backward(engine(mb.input_ids), mb)
+            row = step.finish()
+            assert row["step_tokens"] % GLOBAL_BATCH == 0
+            trained.append(row["step_tokens"] // GLOBAL_BATCH)  # every sample is longer than 10
+            seq_lens.append(row.get("seq_len"))
+    finally:
+        curriculum.close()  # its prefetch thread too
     assert trained == theirs
     ramp = [n for n in seq_lens if n is not None]  # the ramp's steps carry their seq_len
     assert ramp == theirs[: len(ramp)]
