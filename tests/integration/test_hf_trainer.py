@@ -2,8 +2,12 @@
 
 ONE launched job (``hf_runs.py``) runs, in the same 2 rank processes: the script printed in
 docs/hf-trainer.md (ZeRO-2, GAS 2, micro-batch 2, a 2-phase token schedule with eval streams,
-``save_steps`` 5 and ``save_total_limit`` 2, TensorBoard on) and the reference loop on the same
-config and GPT-2 folder (dropout 0, AdamW at a constant lr); the same pair under ZeRO-3 and with
+``save_steps`` 5 and ``save_total_limit`` 2, TensorBoard on) with the arguments the page's
+printed ``curriculum-ds launch --script`` line gives it (``--deepspeed_config``; that line is
+run through the CLI first, its preflight accepting a copy of the ds_config full of HF's
+``"auto"`` values, issue 32 items 2 and 3), and the reference loop on the same config with
+those values written out and the same GPT-2 folder (dropout 0, AdamW at a constant lr); the
+same pair under ZeRO-3 and with
 dynamic re-weighting on (a shorter schedule); one step of GAS 4 × micro-batch 2 and of GAS 1 ×
 micro-batch 8 over ragged samples (transformers #45305: their gradients must agree); a NaN
 loss on one rank at step 3 (saving every step), and NaN at steps 2 and 3 with
@@ -48,6 +52,26 @@ def documented_script() -> str:
     match = re.match(r"<!--[^\n]*-->\n```python\n(.*?)\n```\n", text[text.index(MARKER) :], re.S)
     assert match is not None, "no ```python block right after the marker"
     return match.group(1) + "\n"
+
+
+def documented_launch(cfg: Path, script: Path, model: Path, out: Path) -> list[str]:
+    """The page's first printed ``curriculum-ds launch`` line, run through the CLI with its
+    paths replaced (the rank start captured): the arguments it gives the script."""
+    text = (REPO / PAGE).read_text()
+    line = next(x for x in text.splitlines() if x.startswith("curriculum-ds launch "))
+    for printed, real in (("ds.json", cfg), ("train_hf.py", script), ("my_gpt2", model),
+                          ("runs/hf", out)):  # fmt: skip
+        line = line.replace(f" {printed} ", f" {real} ").replace(f" {printed}", f" {real}")
+    started: list[list[str]] = []
+    from curriculum_ds.commands import launch as launch_module
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(launch_module, "run_command", lambda cmd, **kw: started.append(cmd) or 0)
+        result = CliRunner().invoke(cli, line.split()[1:])
+    assert result.exit_code == 0, result.output
+    assert 'curriculum_ds: note: "auto" in train_micro_batch_size_per_gpu, ' in result.output
+    (cmd,) = started
+    return cmd[cmd.index(str(script)) + 1 :]
 
 
 def curriculum(short: Path, long: Path, first: int, second: int, **extra) -> dict:
@@ -95,10 +119,18 @@ def runs(tmp_path_factory):
     val = make_dataset(root, "val", ragged_docs(16, seed=3, min_len=10, max_len=60))
     model = gpt2_folder(root / "gpt2")
     evals = {"eval": {"streams": [{"local": str(val), "name": "val"}], "interval": "800tok"}}
-    main = write_ds_config(
+    main = write_ds_config(  # HF's defaults written out: what "auto" fills in below
         root / "ds.json", curriculum(short, long, 500, 2500, **evals),
-        zero_optimization={"stage": 2},
+        zero_optimization={"stage": 2}, gradient_clipping=1.0,
+        optimizer={"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8,
+                                               "weight_decay": 0.0}},
     )  # fmt: skip
+    auto = json.loads(main.read_text())  # the same run, every key HF fills set to "auto"
+    auto.update(train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto",
+                train_batch_size="auto", gradient_clipping="auto")  # fmt: skip
+    auto["optimizer"]["params"].update(lr="auto", betas="auto", eps="auto", weight_decay="auto")
+    auto["zero_optimization"]["reduce_bucket_size"] = "auto"
+    (root / "ds_auto.json").write_text(json.dumps(auto))
     edited = json.loads(main.read_text())
     edited["curriculum"]["schedule"][0]["train_loader"]["max_seq_len"] = 48
     (root / "edited.json").write_text(json.dumps(edited))
@@ -136,10 +168,10 @@ def runs(tmp_path_factory):
         return {"kind": "hf", "ds": str(cfg), "out": str(root / name), "model": str(model),
                 "mb": 2, "gas": 2, **extra}  # fmt: skip
 
-    doc_argv = ["--deepspeed", str(main), "--model", str(model)]
+    doc_argv = documented_launch(root / "ds_auto.json", script, model, root / "doc")
+    assert doc_argv[:2] == ["--deepspeed_config", str(root / "ds_auto.json")]
     first = launch_plan(root, "first", [
-        {"kind": "doc", "script": str(script),
-         "argv": [*doc_argv, "--output-dir", str(root / "doc")]},
+        {"kind": "doc", "script": str(script), "argv": doc_argv},
         ref(main, "ref"),
         # refused before anything is built: the documented run's phase "short" is complete
         hf(root / "edited.json", "doc", resume=True, may_fail=True, error=str(root / "error.txt")),

@@ -42,7 +42,7 @@ from curriculum_ds.cli.group import main
     type=click.Choice(["text", "jsonl", "json", "parquet"]),
     default=None,
     help="read every input file in this format, whatever its suffix "
-    "(default: by suffix, files inside folders with other suffixes skipped)",
+    "(default: by suffix; files inside folders with other suffixes read as text by content)",
 )
 @click.option(
     "--text-field",
@@ -87,10 +87,10 @@ def prepare(
 
     A named file with another suffix (.csv, .py, ...) is refused before anything is
     written; --format reads it anyway. Inside a folder (walked recursively, hidden entries
-    skipped), files with other suffixes are skipped and counted, as are text files that are
-    binary or not UTF-8; a file with no suffix (LICENSE, COPYING) is read as plain text when it
-    is UTF-8 text. The summary line says what was skipped. A bad row is one line naming
-    the file and row; nothing is left under --out.
+    skipped), a file with another suffix or none (.h, .pm, LICENSE, changelog.Debian.gz,
+    decompressed) is read as plain text when its content is UTF-8 text; binary and non-UTF-8
+    files are skipped and counted. The summary line says what was skipped. A bad row is one
+    line naming the file and row; nothing is left under --out.
 
     Each sample carries its metric columns. The summary gives the padding fraction at
     --max-seq-len, unpacked and packed: the share of token slots that are padding when every
@@ -152,7 +152,7 @@ def prepare(
     click.echo(summary.describe_padding())
     skipped = summary.describe_skipped()
     if skipped:
-        click.echo(f"skipped in folders: {skipped} (--format reads other suffixes)")
+        click.echo(f"skipped in folders: {skipped}")
 
 
 @main.command()
@@ -255,8 +255,9 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     """
     from curriculum_ds.commands.schedule_table import describe_schedule
     from curriculum_ds.config import load_config
+    from curriculum_ds.config.hf_auto import hf_auto_keys, hf_auto_note
 
-    run = load_config(ds_config, check_data=True, model=model, strict=True)
+    run = load_config(ds_config, check_data=True, model=model, strict=True, hf_auto=True)
     verdict = note = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
         from curriculum_ds.checkpoint.engine_io import elastic_dynamic_note, global_batch_note
@@ -278,6 +279,9 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
             dynamic=run.curriculum.dynamic.enabled,
         )
     click.echo(describe_schedule(run, dp_world_size=num_gpus))
+    auto = hf_auto_keys(run.ds_config)
+    if auto:
+        click.echo(f"curriculum_ds: note: {hf_auto_note(auto)}")
     if verdict is not None:
         click.echo(verdict)
     if note is not None:

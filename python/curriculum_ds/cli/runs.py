@@ -56,14 +56,18 @@ def launch(
     """
     from curriculum_ds.commands.launch import build_command, default_num_gpus, has_cuda, run_command
     from curriculum_ds.config import load_config
+    from curriculum_ds.config.hf_auto import BATCH_KEYS, hf_auto_keys, hf_auto_note
 
     # refuse a bad config or data before starting any rank: the checks of `validate --model`
     model = _train_option(train_args, "--model") if script is None else None
-    run = load_config(ds_config, check_data=True, model=model, strict=True)
+    # a script may be an HF Trainer's, which fills HF's "auto" values; the reference loop cannot
+    run = load_config(ds_config, check_data=True, model=model, strict=True, hf_auto=bool(script))
     ranks = default_num_gpus() if num_gpus is None else num_gpus
     if ranks < 1:
         raise click.BadParameter(f"must be >= 1, got {ranks}", param_hint="--num-gpus")
-    run.global_batch_size(ranks)  # train_batch_size must agree with this many ranks
+    auto = hf_auto_keys(run.ds_config)
+    if not any(key in BATCH_KEYS for key in auto):  # else the Trainer checks them
+        run.global_batch_size(ranks)  # train_batch_size must agree with this many ranks
     run_dir = _train_option(train_args, "--run-dir") or _train_option(train_args, "--run_dir")
     if script is None and run_dir is not None:
         from curriculum_ds.distributed import open_run_dir
@@ -77,6 +81,8 @@ def launch(
         script=script,
     )
     cuda = has_cuda()
+    if auto:
+        click.echo(f"curriculum_ds: note: {hf_auto_note(auto)}")
     click.echo(("" if cuda else "DS_ACCELERATOR=cpu ") + shlex.join(cmd))
     sys.exit(run_command(cmd, cuda=cuda))
 

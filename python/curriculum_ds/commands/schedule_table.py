@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from curriculum_ds.config import read_stream_info_checked
+from curriculum_ds.config.hf_auto import BATCH_KEYS
 from curriculum_ds.config.ramps import is_ramp
 from curriculum_ds.lr_schedule import LRSchedule
 from curriculum_ds.schedule import PhaseSchedule, duration_str
@@ -92,7 +93,9 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
     """
     cfg = run.curriculum
     schedule = PhaseSchedule(cfg)
-    gbs = run.global_batch_size(dp_world_size)
+    # HF's "auto" batch sizes: the global batch is the Trainer's, the steps unknown here
+    auto = any(run.ds_config.get(key) == "auto" for key in BATCH_KEYS)
+    gbs = None if auto else run.global_batch_size(dp_world_size)
     infos: dict[str, Any] = {}
 
     def info(stream: StreamConfig) -> Any:
@@ -128,7 +131,7 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
                     mean = sum(p * m for p, m in weighted) / psum
                 else:
                     mean = sum(a * m for a, m in zip(shares[0], known, strict=True))
-                if mean > 0:
+                if mean > 0 and gbs is not None:
                     steps = math.ceil(phase.duration.value / (gbs * mean))
         else:
             epoch_size = loader.epoch_size
@@ -136,7 +139,7 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
                 counts = [getattr(info(s), "num_samples", None) for s in loader.streams]
                 if all(isinstance(c, int) for c in counts):
                     epoch_size = sum(counts)  # type: ignore[arg-type]
-            if epoch_size is not None:
+            if epoch_size is not None and gbs is not None:
                 steps = math.ceil(phase.duration.value * epoch_size / gbs)
         if steps is None or total_steps is None:
             total_steps = None
@@ -160,8 +163,9 @@ def describe_schedule(run: RunConfig, dp_world_size: int = 1) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += share_lines
     footer = (
-        f"max_duration {cfg.max_duration}, {schedule.num_phases} phase(s), global batch {gbs} "
-        f"samples (dp_world_size {dp_world_size}), ~{'?' if total_steps is None else total_steps} "
+        f"max_duration {cfg.max_duration}, {schedule.num_phases} phase(s), global batch "
+        f"{'auto (HF Trainer)' if gbs is None else gbs} samples (dp_world_size {dp_world_size}), "
+        f"~{'?' if total_steps is None else total_steps} "
         f"optimizer steps, loss_weighting {cfg.loss_weighting}, seed {cfg.seed}, dynamic "
         f"{_dynamic_summary(cfg)}"
     )

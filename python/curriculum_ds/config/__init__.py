@@ -12,7 +12,9 @@ name, e.g. ``curriculum.schedule[1] ("mix").duration: expected "<int>tok" or "<n
 Modules: ``base`` (the base model, size bounds and :class:`Duration`), ``models`` (streams,
 loaders, phases, :class:`CurriculumConfig`), ``sections`` (``dynamic``, ``lr_schedule``,
 ``eval``), ``messages`` (the one-line wording of pydantic's errors), ``run`` (:class:`RunConfig`,
-:func:`load_config`, :func:`parse_curriculum`). The data checks live in
+:func:`load_config`, :func:`parse_curriculum`), ``deepspeed`` (the DeepSpeed part, by
+DeepSpeed's own models), ``legacy`` (``migrate``), ``hf_auto`` (HF's ``"auto"`` values),
+``ramps``. The data checks live in
 :mod:`curriculum_ds.preflight`; their names are re-exported here too, loaded on first use
 (``preflight`` imports ``messages`` from this package, so importing it here eagerly would be
 circular).

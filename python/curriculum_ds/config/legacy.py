@@ -8,20 +8,29 @@ asks DeepSpeed's own ``CurriculumScheduler`` (``deepspeed.runtime.data_pipeline.
 curriculum_scheduler``) for the length of every step of the curriculum, converts steps to
 tokens at the config's global batch and those lengths (step ``k`` starts after ``global_batch ×
 sum of the lengths of steps 1..k-1`` tokens, every sample assumed at least that long), and
-writes one point where each length starts and one where it ends: at every step's start the
-ramp's value (rounded down to a multiple of 8) is within one ``difficulty_step`` of DeepSpeed's.
-Anything else (another metric, a ``custom`` schedule) is named as not translatable.
+writes one point where each length starts and one where it ends, with ``seq_len_multiple`` set
+to the ``difficulty_step``: at every step's start the ramp's value is DeepSpeed's length. The
+section is then replayed step by step with the loader's own rule and refused, naming the step,
+unless it trains DeepSpeed's length at every step and as many steps (a length below 2 tokens
+cannot be). Anything else (another metric, a ``custom`` schedule) is named as not translatable.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from curriculum_ds.errors import ConfigError
 
-__all__ = ["global_batch_of", "legacy_seqlen_curriculum", "migrate_config", "translate_legacy"]
+__all__ = [
+    "global_batch_of",
+    "legacy_seqlen_curriculum",
+    "migrate_config",
+    "replay_lengths",
+    "translate_legacy",
+]
 
 _SCHEDULES = ("fixed_linear", "fixed_root", "fixed_discrete")
 
@@ -88,7 +97,7 @@ def translate_legacy(
     local: str = "data/train",
     total_steps: int | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """The ``curriculum`` section equivalent to a DeepSpeed sequence-length curriculum.
+    """The ``curriculum`` section that trains DeepSpeed's sequence-length curriculum exactly.
 
     Args:
         where: the block's JSON path (for messages).
@@ -99,12 +108,16 @@ def translate_legacy(
         total_steps: optimizer steps of the whole run; None: the curriculum's own steps only.
 
     Returns:
-        ``(section, note)``: the section (phase ``seqlen_warmup`` with the ramp, then phase
-        ``full`` at ``max_difficulty`` for the steps after it), and one line saying how steps
-        became tokens and the largest difference from DeepSpeed's lengths at a step's start.
+        ``(section, note)``: the section (phase ``seqlen_warmup`` with the ramp and
+        ``seq_len_multiple`` set to the ``difficulty_step``, then phase ``full`` at
+        ``max_difficulty`` for the steps after it), and one line saying how steps became tokens.
+        Replayed step by step (:func:`replay_lengths`), the section trains DeepSpeed's length at
+        every step and as many steps (every sample at least that long).
 
     Raises:
-        ConfigError: one line for a schedule type that cannot be translated or a missing key.
+        ConfigError: one line for a schedule type that cannot be translated, a missing key, or a
+            schedule that cannot be reproduced step for step (named: the step and both lengths,
+            or a length below 2 tokens).
     """
     kind = block.get("schedule_type")
     if kind not in _SCHEDULES:
@@ -121,60 +134,117 @@ def translate_legacy(
         top = int(block["max_difficulty"])
     except (KeyError, TypeError, ValueError, IndexError) as err:
         raise ConfigError(f"{where}: cannot read {err} of the {kind} schedule") from None
-    lengths = deepspeed_lengths(block, steps)
+    num_steps = total_steps or steps
+    lengths = deepspeed_lengths(block, num_steps)
+    short = next(((k, n) for k, n in enumerate(lengths, 1) if n < _SHORTEST), None)
+    if short is not None:
+        raise ConfigError(
+            f"{where}: cannot reproduce DeepSpeed's schedule step for step: its length "
+            f"{short[1]} at step {short[0]} is below {_SHORTEST} tokens, the shortest sequence "
+            "with a token to predict"
+        )
+    # the ramp holds every step up to the last one below max_difficulty; `full` the rest
+    ramped = max(
+        min(steps, num_steps), max((k for k, n in enumerate(lengths, 1) if n != top), default=1)
+    )
+    warmup = lengths[:ramped]
+    multiple = _seq_len_multiple(config.get("difficulty_step"), warmup)
     starts = [0]
-    for length in lengths:
+    for length in warmup:
         starts.append(starts[-1] + global_batch_size * length)
     duration = starts[-1]
     points: list[list[float | int]] = []
-    for k, length in enumerate(lengths):  # a point where each length starts and where it ends
-        first = k == 0 or lengths[k - 1] != length
-        last = k == len(lengths) - 1 or lengths[k + 1] != length
+    for k, length in enumerate(warmup):  # a point where each length starts and where it ends
+        first = k == 0 or warmup[k - 1] != length
+        last = k == len(warmup) - 1 or warmup[k + 1] != length
         if first or last:
-            points.append([starts[k] / duration, max(8, length)])
+            points.append([starts[k] / duration, length])
     points[0][0] = 0.0
     if points[-1][0] != 1.0:
-        points.append([1.0, max(8, lengths[-1])])
-    points = [p for i, p in enumerate(points) if i == 0 or p[0] > points[i - 1][0]]
-    phases: list[dict[str, Any]] = [_phase("seqlen_warmup", duration, local, points)]
+        points.append([1.0, warmup[-1]])
+    phases: list[dict[str, Any]] = [_phase("seqlen_warmup", duration, local, points, multiple)]
+    _check_step_for_step(where, phases[0], warmup, global_batch_size)
     total = duration
-    rest = (total_steps or steps) - steps
+    rest = num_steps - ramped
     if rest > 0:
         phases.append(_phase("full", rest * global_batch_size * top, local, top))
         total += rest * global_batch_size * top
     section = {"max_duration": f"{total}tok", "schedule": phases}
-    error = _max_error(points, starts[:-1], duration, lengths)
-    step = int(config.get("difficulty_step", 8))
     note = (
-        f"{where}: {steps} DeepSpeed steps became {duration} tokens at the global batch "
+        f"{where}: {ramped} DeepSpeed steps became {duration} tokens at the global batch "
         f"{global_batch_size} and the schedule's sequence lengths ({len(points)}-point "
-        f"max_seq_len ramp; largest difference from DeepSpeed's length at a step's start: "
-        f"{error} tokens, difficulty_step {step})"
+        f"max_seq_len ramp, seq_len_multiple {multiple}; replayed step by step, every step "
+        "trains DeepSpeed's length when every sample is at least that long)"
     )
     return section, note
 
 
-def _phase(name: str, tokens: int, local: str, max_seq_len: Any) -> dict[str, Any]:
-    return {
-        "name": name,
-        "duration": f"{tokens}tok",
-        "train_loader": {"streams": [{"local": local}], "max_seq_len": max_seq_len},
-    }
+_SHORTEST = 2
+"""Tokens of the shortest trainable sequence: one input and the next token it predicts."""
 
 
-def _max_error(
-    points: list[list[float | int]], starts: list[int], duration: int, lengths: list[int]
-) -> int:
-    """The largest ``|ramp(step start) - DeepSpeed's length|`` over the curriculum's steps."""
-    from curriculum_ds.config.ramps import value_at
+def _seq_len_multiple(difficulty_step: Any, lengths: list[int]) -> int:
+    """DeepSpeed's ``difficulty_step`` when it divides every length, else their gcd."""
+    step = difficulty_step if isinstance(difficulty_step, int) and difficulty_step > 0 else 0
+    if step and all(n % step == 0 for n in lengths):
+        return step
+    return math.gcd(*lengths)
 
-    spec = tuple((float(x), float(v)) for x, v in points)
-    worst = 0
-    for start, length in zip(starts, lengths, strict=True):
-        value = int(value_at(spec, start / duration) + 1e-9)
-        ours = max(8, value - value % 8)
-        worst = max(worst, abs(ours - length))
-    return worst
+
+def replay_lengths(
+    train_loader: Mapping[str, Any], duration: int, global_batch_size: int
+) -> list[int]:
+    """Each step's sequence length when a phase of ``duration`` tokens runs ``train_loader``.
+
+    The loader's own rule (:meth:`~curriculum_ds.config.LoaderConfig.seq_len_at` at the step's
+    start fraction, computed as the curriculum computes it), every sample assumed at least as
+    long as the step's length, so a step consumes ``global_batch_size × length`` tokens.
+    Deterministic.
+
+    Raises:
+        ConfigError: the loader does not validate (one line).
+    """
+    from pydantic import ValidationError
+
+    from curriculum_ds.config.models import LoaderConfig
+
+    try:
+        loader = LoaderConfig.model_validate(dict(train_loader))
+    except ValidationError as err:
+        raise ConfigError(f"train_loader: {err.errors()[0]['msg']}") from None
+    consumed, trained = 0, []
+    while consumed < duration:
+        trained.append(loader.seq_len_at(min(1.0, consumed / duration)))
+        consumed += global_batch_size * trained[-1]
+    return trained
+
+
+def _check_step_for_step(
+    where: str, phase: Mapping[str, Any], lengths: list[int], global_batch_size: int
+) -> None:
+    """Refuse, naming the first step that differs, unless the phase replays ``lengths``."""
+    duration = int(str(phase["duration"]).removesuffix("tok"))
+    trained = replay_lengths(phase["train_loader"], duration, global_batch_size)
+    for k, (ours, theirs) in enumerate(zip(trained, lengths, strict=False), 1):
+        if ours != theirs:
+            raise ConfigError(
+                f"{where}: cannot reproduce DeepSpeed's schedule step for step: step {k} would "
+                f"train {ours} tokens where DeepSpeed trains {theirs}"
+            )
+    if len(trained) != len(lengths):
+        raise ConfigError(
+            f"{where}: cannot reproduce DeepSpeed's schedule step for step: the ramp would "
+            f"take {len(trained)} steps where DeepSpeed takes {len(lengths)}"
+        )
+
+
+def _phase(
+    name: str, tokens: int, local: str, max_seq_len: Any, seq_len_multiple: int | None = None
+) -> dict[str, Any]:
+    loader: dict[str, Any] = {"streams": [{"local": local}], "max_seq_len": max_seq_len}
+    if seq_len_multiple is not None:
+        loader["seq_len_multiple"] = seq_len_multiple
+    return {"name": name, "duration": f"{tokens}tok", "train_loader": loader}
 
 
 def global_batch_of(ds_config: dict[str, Any], num_gpus: int) -> int:

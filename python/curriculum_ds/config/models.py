@@ -34,7 +34,15 @@ from curriculum_ds.config.messages import custom_error, show_value
 from curriculum_ds.config.ramps import Points, SeqLenPoints, is_ramp, parse_points, value_at
 from curriculum_ds.config.sections import DynamicConfig, EvalConfig, LRScheduleConfig
 
-__all__ = ["CurriculumConfig", "LoaderConfig", "PhaseConfig", "StreamConfig"]
+__all__ = ["SEQ_LEN_MULTIPLE", "CurriculumConfig", "LoaderConfig", "PhaseConfig", "StreamConfig"]
+
+SEQ_LEN_MULTIPLE = 8
+"""The default ``train_loader.seq_len_multiple``, tokens (the rounding before the key existed)."""
+_OMITTED_AT_DEFAULT: dict[str, Any] = {
+    "proportion_unit": "samples",
+    "seq_len_multiple": SEQ_LEN_MULTIPLE,
+}
+"""``train_loader`` keys left out of dumps (and so of phase fingerprints) at these values."""
 
 
 class StreamConfig(_Model):
@@ -95,9 +103,13 @@ class LoaderConfig(_Model):
     """The datamix: one or more streams with their proportions."""
     max_seq_len: Annotated[int, Field(ge=2, le=MAX_SEQ_LEN)] | SeqLenPoints = 1024
     """Maximum tokens per sample (per sequence), in [2, 2^20]; longer samples are truncated. Or a
-    ramp ``[[fraction_of_phase, tokens], ...]`` (sequence-length warmup, values in [8, 2^20]): a
+    ramp ``[[fraction_of_phase, tokens], ...]`` (sequence-length warmup, values in [2, 2^20]): a
     step's samples are truncated to the value at its start progress rounded down to a multiple
-    of 8 (:meth:`seq_len_at`)."""
+    of ``seq_len_multiple`` (:meth:`seq_len_at`)."""
+    seq_len_multiple: int = Field(default=SEQ_LEN_MULTIPLE, ge=1, le=MAX_SEQ_LEN)
+    """Tokens, in [1, 2^20]: a ``max_seq_len`` ramp's value at a step's start is rounded down to a
+    multiple of it, and is at least it (DeepSpeed's ``difficulty_step``; default 8, for tensor
+    cores). Not larger than the ramp's largest point. A constant ``max_seq_len`` is used as is."""
     epoch_size: int | None = Field(default=None, ge=1)
     """Samples per pass over the datamix (global, all dp ranks); None = the sum of the streams'
     sample counts."""
@@ -108,26 +120,35 @@ class LoaderConfig(_Model):
     deficit, so at every prefix a stream is within one sample's tokens of its share)."""
 
     @model_serializer(mode="wrap")
-    def _omit_default_unit(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """Leave ``proportion_unit`` out of dumps while it is ``"samples"`` (the default).
+    def _omit_later_keys_at_default(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Leave the keys added after the first release out of dumps while at their defaults.
 
-        The phase fingerprints and saved phases of such loaders stay those of the releases
-        before the key existed.
+        ``proportion_unit: "samples"`` and ``seq_len_multiple: 8``: the phase fingerprints and
+        saved phases of such loaders stay those of the releases before the keys existed, so a
+        checkpoint's completed phases do not look edited.
         """
         data = handler(self)
-        if isinstance(data, dict) and data.get("proportion_unit") == "samples":
-            del data["proportion_unit"]
+        if isinstance(data, dict):
+            for key, default in _OMITTED_AT_DEFAULT.items():
+                if key in data and data[key] == default:
+                    del data[key]
         return data
 
     @field_validator("max_seq_len", mode="before")
     @classmethod
     def _seq_len_points(cls, value: Any) -> Any:
-        return parse_points(value, low=8, high=MAX_SEQ_LEN, integer=True)
+        return parse_points(value, low=2, high=MAX_SEQ_LEN, integer=True)
 
     @model_validator(mode="after")
     def _unique_stream_names(self) -> LoaderConfig:
         _unique_names(self.streams)
         self._check_moving_shares()
+        if is_ramp(self.max_seq_len) and self.seq_len_multiple > self.peak_seq_len:
+            raise custom_error(
+                f"{self.seq_len_multiple} is larger than the max_seq_len ramp's largest point "
+                f"{self.peak_seq_len}: its lengths would exceed the ramp",
+                ("seq_len_multiple",),
+            )
         return self
 
     def _check_moving_shares(self) -> None:
@@ -159,13 +180,14 @@ class LoaderConfig(_Model):
         """Tokens per sample of a step that starts at ``fraction`` of the phase.
 
         A constant ``max_seq_len`` as it is; a ramp's value at ``fraction`` rounded down to a
-        multiple of 8 (at least 8), as DeepSpeed's ``difficulty_step`` rounds its sequence
-        lengths. Deterministic.
+        multiple of ``seq_len_multiple`` (at least ``seq_len_multiple``), as DeepSpeed's
+        ``difficulty_step`` rounds its sequence lengths. Deterministic.
         """
         if not is_ramp(self.max_seq_len):
             return int(self.max_seq_len)  # type: ignore[arg-type]
         value = int(value_at(self.max_seq_len, fraction) + 1e-9)
-        return max(8, value - value % 8)
+        multiple = self.seq_len_multiple
+        return max(multiple, value - value % multiple)
 
     def proportions_at(self, fraction: float) -> list[float]:
         """The streams' shares at ``fraction`` of the phase, normalised to sum to 1.

@@ -71,13 +71,18 @@ def _positive_int(ds_config: dict[str, Any], key: str, default: int | None) -> i
 
 
 def _batch_key_errors(ds_config: dict[str, Any]) -> list[str]:
-    """The batch-size keys' type problems, one line each (positive ints; micro batch required)."""
+    """The batch-size keys' type problems, one line each (positive ints; micro batch required).
+
+    A key that is HF's ``"auto"`` is left to :mod:`curriculum_ds.config.hf_auto`.
+    """
     errors = []
     for key, default in (
         ("train_micro_batch_size_per_gpu", None),
         ("gradient_accumulation_steps", 1),
         ("train_batch_size", 1),
     ):
+        if ds_config.get(key) == "auto":
+            continue
         try:
             _positive_int(ds_config, key, default)
         except ConfigError as exc:
@@ -220,6 +225,7 @@ def load_config(
     check_data: bool = False,
     model: str | Path | None = None,
     strict: bool = False,
+    hf_auto: bool = False,
 ) -> RunConfig:
     """Read a ds_config JSON file and validate its ``curriculum`` section and batch sizes.
 
@@ -232,6 +238,10 @@ def load_config(
             :func:`~curriculum_ds.preflight.check_streams`.
         strict: with ``check_data``: the checks of ``curriculum-ds validate``; see
             :func:`~curriculum_ds.preflight.check_streams`.
+        hf_auto: accept HF's ``"auto"`` values (:mod:`curriculum_ds.config.hf_auto`) for a
+            config the HF Trainer will fill: DeepSpeed's checks see stand-ins, the batch-size
+            checks are the Trainer's (``validate``, ``launch --script``); False (the reference
+            loop, the plugin): each is one line saying to give a value.
 
     Returns:
         The RunConfig (DeepSpeed part without ``curriculum``, validated curriculum, path).
@@ -250,19 +260,22 @@ def load_config(
         lr_schedule_conflicts,
     )
     from curriculum_ds.config.deepspeed_types import deepspeed_type_errors
+    from curriculum_ds.config.hf_auto import BATCH_KEYS, hf_auto_refusals, without_hf_auto
     from curriculum_ds.preflight import check_model_context, deepspeed_config_errors
 
     ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
     conflicts = curriculum_conflicts(ds_config)
     batch_errors = _batch_key_errors(ds_config)
-    errors = [*conflicts.values(), *batch_errors]
+    refusals = [] if hf_auto else hf_auto_refusals(ds_config)
+    errors = [*conflicts.values(), *refusals, *batch_errors]
     # the keys we read: a number, or "auto" (once per key: a batch key's own check comes first)
     type_errors = deepspeed_type_errors(ds_config)
     reported = {line.split(":")[0] for line in batch_errors}
     errors += [line for key, line in type_errors.items() if key not in reported]
     # DeepSpeed's own batch assertions would repeat a bad batch key less clearly, and its
-    # checks of a refused curriculum block would only add noise
-    checked = {k: v for k, v in ds_config.items() if k not in conflicts}
+    # checks of a refused curriculum block would only add noise; HF's "auto" values are seen
+    # as stand-ins
+    checked = {k: v for k, v in without_hf_auto(ds_config).items() if k not in conflicts}
     batch_ok = not batch_errors and all(key.startswith("optimizer.") for key in type_errors)
     errors += deepspeed_config_errors(checked, build=batch_ok)
     errors += lr_schedule_conflicts(ds_config, raw.get("curriculum"))
@@ -275,7 +288,8 @@ def load_config(
     if errors or curriculum is None:
         raise ConfigError(join_errors(errors))
     run = RunConfig(ds_config=ds_config, curriculum=curriculum, path=path)
-    run.check_batch_sizes()  # also validates the two keys' types
+    if not any(ds_config.get(key) == "auto" for key in BATCH_KEYS):  # else the Trainer's
+        run.check_batch_sizes()  # also validates the two keys' types
     if model is not None:
         check_model_context(curriculum, model)
     if check_data:

@@ -12,12 +12,13 @@ Memory: JSONL is streamed line by line, Parquet and saved datasets batch by batc
 ``text`` file is one document and a ``json`` file one array, each read whole.
 
 A named file whose suffix names no format is refused before anything is read; inside a folder
-such files are skipped and counted by suffix (:attr:`ReadStats.skipped_suffixes`), except files
-without any suffix (``LICENSE``, ``COPYING``, Debian's ``copyright``, ``GPL-3``): those are read
-as ``text`` when they are UTF-8 text (:func:`folder_format_of`). Errors name the file and line
-(``path:line``), or the array element of a JSON file (``path[index]``); files met inside a
-folder walk that are binary, not UTF-8 or unreadable are skipped and counted instead.
-Deterministic: a folder is read in the order of its files' relative paths.
+such a file is read by its content (:func:`folder_format_of`): as ``text`` when it is UTF-8
+text, whatever its suffix (``.h``, ``.pm``, ``LICENSE``, ``changelog.Debian.gz`` decompressed).
+Errors name the file and line (``path:line``), or the array element of a JSON file
+(``path[index]``); files met inside a folder walk that are binary (a NUL byte in their first
+:data:`SNIFF_BYTES`, or a compressed stream that does not decompress), not UTF-8 or unreadable
+are skipped and counted by suffix instead (:class:`ReadStats`). Deterministic: a folder is read
+in the order of its files' relative paths.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ __all__ = [
     "read_bytes",
 ]
 
+SNIFF_BYTES = 8000
+"""Leading bytes of a folder's file searched for a NUL byte, the mark of a binary file (git's
+heuristic, ``buffer_is_binary``); a binary file's remaining bytes are never read."""
+
 FORMATS: tuple[str, ...] = ("text", "jsonl", "json", "parquet")
 """The file formats: ``text`` (the whole UTF-8 file is one document), ``jsonl`` (one JSON object
 per non-blank line, its text field is a document), ``json`` (one JSON array whose elements are
@@ -69,12 +74,14 @@ SUFFIX_FORMATS: dict[str, str] = {
     ".json": "json",
     ".parquet": "parquet",
 }
-"""The format each known suffix (compared in lower case) stands for; other suffixes need an
-explicit format. A compression suffix (``.gz``, ``.zst``, ``.zstd``) after it is decompressed."""
+"""The format each known suffix (compared in lower case) stands for; a named file of another
+suffix needs an explicit format (in a folder it is read by content). A compression suffix
+(``.gz``, ``.zst``, ``.zstd``) after it is decompressed."""
 
 ACCEPTED_FORMATS = (
     ".txt and .md (plain text), .jsonl (JSON lines), .json (an array of documents), "
-    ".parquet, saved HF datasets folders; .gz/.zst compressed"
+    ".parquet, saved HF datasets folders; .gz/.zst compressed; inside folders, any other "
+    "UTF-8 text file"
 )
 """The known inputs in words, for error messages and help."""
 
@@ -87,8 +94,13 @@ class ReadStats:
     """Files skipped inside folders for their content (binary, not UTF-8, unreadable)."""
 
     skipped_suffixes: Counter[str] = field(default_factory=Counter)
-    """Files skipped inside folders because their suffix names no format, by lower-case suffix
-    (``""`` for none); only without an explicit format."""
+    """The same files by lower-case suffix (``""`` for none, ``".tar.gz"`` for a compressed
+    one); the counts sum to :attr:`num_skipped_files`."""
+
+    def skip(self, path: Path) -> None:
+        """Count ``path`` as skipped for its content."""
+        self.num_skipped_files += 1
+        self.skipped_suffixes[_suffix_of(path)] += 1
 
 
 @dataclass(frozen=True)
@@ -100,25 +112,29 @@ class InputFile:
     """One of :data:`FORMATS`, or ``"hf"`` for a saved ``datasets`` folder."""
     named: bool
     """Named by the user (errors are raised) rather than met in a folder walk (skipped)."""
+    by_content: bool = False
+    """Met in a folder walk with a suffix of no format: read as ``text`` if its content is
+    text, skipped (and counted) when it does not decompress."""
 
 
 def describe_skipped(stats: ReadStats) -> str:
     """What folder walks skipped, in one line; ``""`` when nothing was.
 
-    E.g. ``"3 files with other suffixes (.csv 2, .py 1), 1 binary, not UTF-8 or unreadable file"``.
+    E.g. ``"3 binary, not UTF-8 or unreadable files (.png 2, (no suffix) 1)"``.
     """
-    parts = []
-    if stats.skipped_suffixes:
-        num = sum(stats.skipped_suffixes.values())
-        by_suffix = ", ".join(
-            f"{suffix or '(no suffix)'} {count}"
-            for suffix, count in sorted(stats.skipped_suffixes.items(), key=lambda kv: kv[0])
-        )
-        parts.append(f"{num} file{'s' if num != 1 else ''} with other suffixes ({by_suffix})")
-    if stats.num_skipped_files:
-        num = stats.num_skipped_files
-        parts.append(f"{num} binary, not UTF-8 or unreadable file{'s' if num != 1 else ''}")
-    return ", ".join(parts)
+    num = stats.num_skipped_files
+    if not num:
+        return ""
+    by_suffix = ", ".join(
+        f"{suffix or '(no suffix)'} {count}"
+        for suffix, count in sorted(stats.skipped_suffixes.items(), key=lambda kv: kv[0])
+    )
+    return f"{num} binary, not UTF-8 or unreadable file{'s' if num != 1 else ''} ({by_suffix})"
+
+
+def _suffix_of(path: Path) -> str:
+    """The lower-case suffix, with the one before a compression suffix (``.tar.gz``)."""
+    return "".join(path.suffixes[-2:]).lower() if compression_of(path) else path.suffix.lower()
 
 
 def read_bytes(path: Path) -> bytes:
@@ -233,22 +249,28 @@ def _iter_json(path: Path, data: bytes, text_field: str) -> Iterator[str]:
 
 def _read_whole(file: InputFile, stats: ReadStats) -> bytes | None:
     """The (decompressed) bytes of a text or JSON file; ``None`` when a walk skips it."""
-    whole = list(_streamed(file, stats, _read_all(file.path)))
+    sniff = not file.named and file.format == "text"
+    whole = list(_streamed(file, stats, _read_all(file.path, sniff=sniff)))
+    if sniff and whole and whole[0] is None:
+        stats.skip(file.path)
     return whole[0] if whole else None
 
 
-def _read_all(path: Path) -> Iterator[bytes]:
-    if compression_of(path) is None:
-        yield path.read_bytes()
-        return
+def _read_all(path: Path, *, sniff: bool) -> Iterator[bytes | None]:
+    """The file's (decompressed) bytes; ``None`` when ``sniff`` finds a NUL byte at its start."""
     with open_binary(path) as fh:
-        yield fh.read()
+        head = fh.read(SNIFF_BYTES)
+        if sniff and b"\0" in head:
+            yield None  # binary: the rest is never read
+            return
+        yield head + fh.read()
 
 
 def _streamed(file: InputFile, stats: ReadStats, items: Iterator[Any]) -> Iterator[Any]:
     """``items``, with a decompression error or an unreadable file turned into one line.
 
-    A file met in a folder walk that cannot be opened is skipped and counted instead.
+    A file met in a folder walk that cannot be opened, or read by content and does not
+    decompress, is skipped and counted instead.
     """
     started = False
     try:
@@ -259,14 +281,14 @@ def _streamed(file: InputFile, stats: ReadStats, items: Iterator[Any]) -> Iterat
         raise
     except Exception as err:
         bad = decompression_error(file.path, err)
-        if bad is not None:
-            raise bad from None
-        if not isinstance(err, OSError):
+        if bad is not None:  # a file read by content that does not decompress is binary
+            if not file.by_content:
+                raise bad from None
+        elif not isinstance(err, OSError):
             raise
-        if not file.named and not started:
-            stats.num_skipped_files += 1
-            return
-        raise _read_error(file.path, err) from None
+        elif file.named or started:
+            raise _read_error(file.path, err) from None
+        stats.skip(file.path)
 
 
 def _iter_file(file: InputFile, stats: ReadStats, text_field: str) -> Iterator[str]:
@@ -288,12 +310,12 @@ def _iter_file(file: InputFile, stats: ReadStats, text_field: str) -> Iterator[s
     elif file.named:
         yield _decode_text(file.path, data)
     elif b"\0" in data:
-        stats.num_skipped_files += 1
+        stats.skip(file.path)
     else:
         try:
             yield data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            stats.num_skipped_files += 1
+            stats.skip(file.path)
 
 
 def _walk_folder(folder: Path) -> list[tuple[Path, bool]]:
@@ -330,16 +352,14 @@ def format_of(path: Path) -> str | None:
     return fmt
 
 
-def folder_format_of(path: Path) -> str | None:
-    """The format of a file met in a folder walk: by suffix, ``text`` for a suffix-less name.
+def folder_format_of(path: Path) -> str:
+    """The format of a file met in a folder walk: by suffix, else ``text`` (read by content).
 
-    License and notice files carry no suffix (``LICENSE``, ``COPYING``, Debian's ``copyright``,
-    ``GPL-3``); the walk reads them as plain text, and still skips one that is binary (a NUL
-    byte) or not UTF-8 (counted in :attr:`ReadStats.num_skipped_files`).
+    Source and notice files carry any suffix or none (``.h``, ``.pm``, ``LICENSE``, Debian's
+    ``changelog.Debian.gz``, decompressed); the walk reads them as plain text, and skips one
+    that is binary (a NUL byte) or not UTF-8 (counted in :class:`ReadStats`).
     """
-    if not path.suffix:
-        return "text"
-    return format_of(path)
+    return format_of(path) or "text"
 
 
 def _unknown_format(path: Path) -> DataError:
@@ -351,22 +371,17 @@ def _unknown_format(path: Path) -> DataError:
     )
 
 
-def check_inputs(
-    inputs: Sequence[Path], *, format: str | None = None, stats: ReadStats
-) -> list[InputFile]:
+def check_inputs(inputs: Sequence[Path], *, format: str | None = None) -> list[InputFile]:
     """The files to read, each with its format, checked before anything is read or written.
 
     Folders are listed here (recursively, hidden entries skipped, sorted by relative path). Without
-    ``format``, a file inside a folder whose suffix names no format is skipped and counted in
-    ``stats.skipped_suffixes``; one with no suffix at all is read as ``text``
-    (:func:`folder_format_of`; skipped and counted in ``stats.num_skipped_files`` when binary or
-    not UTF-8).
+    ``format``, a file inside a folder whose suffix names no format is read as ``text`` by its
+    content (:func:`folder_format_of`; skipped and counted in ``stats`` when binary or not UTF-8).
 
     Args:
         inputs: Files and folders, in the order given.
         format: One of :data:`FORMATS` for every file, or ``None`` to decide by suffix
             (:data:`SUFFIX_FORMATS`).
-        stats: Filled in with what folder listings skipped.
 
     Returns:
         The files, in reading order. Deterministic.
@@ -393,11 +408,9 @@ def check_inputs(
                 if is_dataset:
                     files.append(InputFile(file, "hf", named=False))
                     continue
-                file_format = format or folder_format_of(file)
-                if file_format is None:
-                    stats.skipped_suffixes[file.suffix.lower()] += 1
-                else:
-                    files.append(InputFile(file, file_format, named=False))
+                by_content = format is None and format_of(file) is None
+                walked = format or folder_format_of(file)
+                files.append(InputFile(file, walked, named=False, by_content=by_content))
         elif path.is_file():
             file_format = format or format_of(path)
             if file_format is None:

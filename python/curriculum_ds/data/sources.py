@@ -72,7 +72,7 @@ def open_binary(path: Path) -> BinaryIO:
         reader = zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
         # the stream reader has no readline: a buffered reader over it iterates by line
         return io.BufferedReader(reader)
-    return open(path, "rb")
+    return path.open("rb")
 
 
 def decompression_error(path: Path, err: BaseException) -> DataError | None:

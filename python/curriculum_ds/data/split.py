@@ -102,7 +102,7 @@ def prepare_split(
     for folder in (Path(out), val):
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
             raise DataError(f"output folder is not empty: {folder}")
-    files = check_inputs(inputs, format=format, stats=ReadStats())
+    files = check_inputs(inputs, format=format)
     num_docs = sum(1 for doc in iter_documents(files, ReadStats(), text_field=text_field) if doc)
     held = _held_out(num_docs, fraction, int(seed))
     common = {"format": format, "text_field": text_field, **prepare_kwargs}

@@ -69,8 +69,8 @@ class PrepareSummary:
         vocab_size: Tokenizer vocabulary size; every id is in ``[0, vocab_size)``.
         num_skipped_files: Files skipped inside folders for their content (binary, not UTF-8,
             unreadable).
-        skipped_suffixes: Files skipped inside folders because their suffix names no format
-            (without ``format``), by lower-case suffix (``""``: none).
+        skipped_suffixes: The same files by lower-case suffix (``""``: none; ``".tar.gz"``),
+            summing to ``num_skipped_files``.
         packed: Whether the rows are packed (``pack=True``).
         max_seq_len: The row length asked for, in tokens.
         padding_unpacked: Share of token slots that would be padding with every document split
@@ -179,11 +179,11 @@ def prepare(
     * any other suffix (``.csv``, ``.py``, ...) names no format: a named file is
       refused before anything is read or written (``format`` reads it anyway);
     * a folder: every file under it, recursively, sorted by relative path, hidden entries
-      skipped, each read as above. Files whose suffix names no format are skipped and counted by
-      suffix in ``skipped_suffixes`` (with ``format``, every file is read in that format),
-      except files with no suffix at all (``LICENSE``, ``COPYING``): those are ``text``;
-      text files that are binary (NUL byte) or not UTF-8, and unreadable files, are skipped and
-      counted in ``num_skipped_files``.
+      skipped, each read as above (with ``format``, every file in that format). A file whose
+      suffix names no format (``.h``, ``.pm``, ``LICENSE``, ``changelog.Debian.gz``,
+      decompressed) is read as ``text`` by its content; text files that are binary (a NUL byte,
+      or a compressed stream that does not decompress) or not UTF-8, and unreadable files, are
+      skipped and counted in ``num_skipped_files`` (by suffix in ``skipped_suffixes``).
 
     Each non-empty document is tokenized (EOS appended when the tokenizer has one) and cut into
     consecutive samples of ``max_seq_len`` tokens; a trailing piece shorter than ``min_tokens`` is
@@ -253,7 +253,7 @@ def prepare(
     if format is not None and format not in FORMATS:
         raise DataError(f"format must be one of {', '.join(FORMATS)} or None, got {format!r}")
     stats = ReadStats()
-    files = check_inputs(inputs, format=format, stats=stats)
+    files = check_inputs(inputs, format=format)
     paths = [Path(p) for p in inputs]
     _check_out_not_in_inputs(out, paths)
     _check_out(out)

@@ -148,7 +148,8 @@ class WarmupMetricsRow(MetricsRow):
     """A :class:`MetricsRow` of a phase with a ``max_seq_len`` ramp (sequence-length warmup)."""
 
     seq_len: int
-    """The tokens per sample the step's samples were truncated to (a multiple of 8)."""
+    """The tokens per sample the step's samples were truncated to (a multiple of the loader's
+    ``seq_len_multiple``, 8 by default)."""
 
 
 class EvalStreamRow(TypedDict):

@@ -90,8 +90,20 @@ def test_explicit_default_is_not_a_change() -> None:
     def explicit(r: dict[str, Any]) -> None:
         r["schedule"][0]["train_loader"]["streams"][0]["name"] = "short"
         r["schedule"][2]["train_loader"]["epoch_size"] = None
+        r["schedule"][0]["train_loader"]["seq_len_multiple"] = 8  # issue 32's key, at default
 
+    assert "seq_len_multiple" not in MID_MIX["phases"][0]["train_loader"]
     assert check_resume(edited(explicit), MID_MIX).phase_idx == 1
+
+
+def test_completed_phase_seq_len_multiple_edit_refused() -> None:
+    cfg = edited(lambda r: r["schedule"][0]["train_loader"].__setitem__("seq_len_multiple", 16))
+    refused(
+        cfg,
+        MID_MIX,
+        'curriculum.schedule[0] ("short").train_loader.seq_len_multiple: phase "short" is '
+        "complete and cannot change (checkpoint has no value, config has 16)",
+    )
 
 
 def test_schedule_shorter_than_the_completed_phases_refused() -> None:

@@ -1,8 +1,9 @@
 """Ramps and loss weights in the ``curriculum`` section: each bad input is one line naming it.
 
 From issue 22 ("Bad input"): ramp fractions not increasing, not starting at 0 or not ending at 1,
-a negative value, a ``max_seq_len`` point below 8 (or above the model's context: preflight), and a
-``loss_weight`` <= 0.
+a negative value, a ``max_seq_len`` point below 2 (or above the model's context: preflight), and a
+``loss_weight`` <= 0. From issue 32 (item 7): ``seq_len_multiple`` rounds a warmup (default 8,
+left out of the phase fingerprint there), a multiple above the ramp's largest point is refused.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from config_sections import base_section, refused
 from curriculum_ds.config import parse_curriculum
 from curriculum_ds.errors import ConfigError
 from curriculum_ds.preflight.model import check_model_context
+from curriculum_ds.schedule import phase_fingerprint
 
 MIX = 'curriculum.schedule[1] ("mix").train_loader'
 
@@ -60,7 +62,7 @@ def test_a_ramped_mix_must_keep_a_positive_total() -> None:
 @pytest.mark.parametrize(
     ("points", "expected"),
     [
-        ([[0.0, 4], [1.0, 1024]], "[0]: value 4 must be >= 8 and <= 1.04858e+06"),
+        ([[0.0, 1], [1.0, 1024]], "[0]: value 1 must be >= 2 and <= 1.04858e+06"),
         ([[0.0, 64], [1.0, 64.5]], "[1]: value 64.5 must be an integer"),
         ([[0.0, 64], [0.0, 128], [1.0, 256]], "[1]: fractions must increase: 0.0 follows 0.0"),
     ],
@@ -101,3 +103,46 @@ def test_valid_ramps_parse_and_keep_constant_phases_unchanged() -> None:
     assert loader.peak_seq_len == 1024
     # a phase without ramps or weights dumps as it always did (fingerprints unchanged)
     assert "loss_weight" not in plain.schedule[1].train_loader.streams[0].model_dump()
+
+
+def test_seq_len_multiple_rounds_a_warmup_and_may_start_below_8() -> None:
+    section = base_section()
+    _set_loader("max_seq_len", [[0, 2], [1, 10]])(section)
+    default = parse_curriculum(section).schedule[1].train_loader
+    assert [default.seq_len_at(x) for x in (0.0, 0.5, 1.0)] == [8, 8, 8]  # today's rounding
+    _set_loader("seq_len_multiple", 2)(section)
+    loader = parse_curriculum(section).schedule[1].train_loader
+    assert [loader.seq_len_at(x) for x in (0.0, 0.3, 0.5, 1.0)] == [2, 4, 6, 10]
+    _set_loader("max_seq_len", 300)(section)  # a constant length is used as it is
+    assert parse_curriculum(section).schedule[1].train_loader.seq_len_at(0.0) == 300
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            16,
+            "16 is larger than the max_seq_len ramp's largest point 10: its lengths would exceed "
+            "the ramp",
+        ),
+        (0, "must be >= 1, got 0"),
+        (2.0, "expected an integer, got 2.0"),
+    ],
+)
+def test_a_bad_seq_len_multiple_is_one_line(value: Any, expected: str) -> None:
+    def edit(s: dict[str, Any]) -> None:
+        _set_loader("max_seq_len", [[0, 2], [1, 10]])(s)
+        _set_loader("seq_len_multiple", value)(s)
+
+    assert refused(edit) == f"{MIX}.seq_len_multiple: {expected}"
+
+
+def test_seq_len_multiple_at_its_default_keeps_the_phase_fingerprint() -> None:
+    section = base_section()
+    before = phase_fingerprint(parse_curriculum(section).schedule[1])
+    _set_loader("seq_len_multiple", 8)(section)
+    explicit = parse_curriculum(section).schedule[1]
+    assert "seq_len_multiple" not in explicit.train_loader.model_dump(mode="json")
+    assert phase_fingerprint(explicit) == before
+    _set_loader("seq_len_multiple", 2)(section)
+    assert phase_fingerprint(parse_curriculum(section).schedule[1]) != before

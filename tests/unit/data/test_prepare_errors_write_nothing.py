@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prepared_mds import assert_nothing_written, names, write
@@ -161,14 +162,14 @@ def test_unreadable_named_file_is_an_error_but_skipped_in_folder(
     # Tests may run as root, where chmod 000 does not stop reads: simulate EACCES instead.
     secret = write(tmp_path / "in" / "secret.txt", "top secret")
     write(tmp_path / "in" / "open.txt", "fine")
-    real = pathlib.Path.read_bytes
+    real = pathlib.Path.open
 
-    def read_bytes(self: Path) -> bytes:
+    def open_(self: Path, *args: Any, **kwargs: Any) -> Any:
         if self.name == "secret.txt":
             raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(pathlib.Path, "open", open_)
     with pytest.raises(DataError, match=r"^cannot read .*secret\.txt: permission denied$"):
         prepare([secret], tmp_path / "ds")
     assert not (tmp_path / "ds").exists()

@@ -34,7 +34,7 @@ import pyarrow.parquet, zstandard  # imported before the baseline: their code is
 from curriculum_ds.data.documents import ReadStats, check_inputs, iter_documents
 
 stats = ReadStats()
-docs = iter_documents(check_inputs([Path(sys.argv[1])], stats=stats), stats)
+docs = iter_documents(check_inputs([Path(sys.argv[1])]), stats)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before the first byte is read
 num, chars = 0, 0
 for doc in docs:

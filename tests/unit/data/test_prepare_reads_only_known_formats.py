@@ -2,8 +2,9 @@
 .gz/.zst compressed) and refuses the rest.
 
 A named file of another suffix is one line naming it and the accepted formats, before anything
-is written; ``--format`` reads it anyway; inside folders such files are skipped and counted. A
-refused prepare draws no progress bar: its whole output is the error line.
+is written; ``--format`` reads it anyway; inside folders such files are read by content and the
+binary ones skipped and counted. A refused prepare draws no progress bar: its whole output is
+the error line.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from curriculum_ds.errors import DataError
 DOCS = ["first document", "second — with ünïcode\u2028and seps\r\n", "x" * 40, "", "last"]
 ACCEPTED = (
     r"\.txt and \.md \(plain text\), \.jsonl \(JSON lines\), \.json \(an array of documents\), "
-    r"\.parquet, saved HF datasets folders; \.gz/\.zst compressed"
+    r"\.parquet, saved HF datasets folders; \.gz/\.zst compressed; inside folders, any other "
+    r"UTF-8 text file"
 )
 
 
@@ -98,7 +100,7 @@ def test_format_overrides_the_suffix(tmp_path: Path) -> None:
     assert _decoded(tmp_path / "r") == ['{"text": "a"}\n{"text": "b"}\n']
 
 
-def test_folder_skips_other_suffixes_and_says_so(tmp_path: Path) -> None:
+def test_folder_skips_binary_files_and_says_so(tmp_path: Path) -> None:
     root = tmp_path / "corpus"
     write(root / "a.md", "alpha")
     write(root / "sub" / "b.json", json.dumps(["beta"]))
@@ -108,15 +110,15 @@ def test_folder_skips_other_suffixes_and_says_so(tmp_path: Path) -> None:
     result = _invoke(root, "--out", tmp_path / "ds")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == (
-        "skipped in folders: 2 files with other suffixes (.csv 2) (--format reads other suffixes)"
+        "skipped in folders: 2 binary, not UTF-8 or unreadable files (.csv 2)"
     )
     assert _decoded(tmp_path / "ds") == ["MIT", "alpha", "beta"]
     # a folder of nothing readable: one line saying what was skipped
     only = tmp_path / "csv_only"
     write(only / "part-0.csv", b"a,b\x00")
     line = one_error_line(_invoke(only, "--out", tmp_path / "none"))
-    assert line.startswith(f"Error: no documents found in inputs: {only} (skipped 1 file with ")
-    assert "(.csv 1); reads .txt and .md (plain text)" in line
+    assert line.startswith(f"Error: no documents found in inputs: {only} (skipped 1 binary, ")
+    assert "1 binary, not UTF-8 or unreadable file (.csv 1); reads .txt and .md" in line
     assert not (tmp_path / "none").exists()
 
 

@@ -45,16 +45,15 @@ def test_license_files_without_a_suffix_are_read_as_text(tmp_path: Path) -> None
 def test_binary_and_non_utf8_files_without_a_suffix_are_still_skipped(tmp_path: Path) -> None:
     root = tmp_path / "mixed"
     write(root / "LICENSE", "MIT")
-    write(root / "a.out", b"\x7fELF")  # a suffix of no format: skipped by suffix, as before
+    write(root / "a.out", b"\x7fELF\x02\x01\x01\x00")  # another suffix: binary by content
     write(root / "bin" / "tool", b"\x7fELF\x02\x01\x01\x00\x00\x00")  # NUL bytes: binary
     write(root / "latin1" / "COPYING", "Lizenz für alle".encode("latin-1"))  # not UTF-8
     result = CliRunner().invoke(main, ["prepare", str(root), "--out", str(tmp_path / "ds")])
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == (
-        "skipped in folders: 1 file with other suffixes (.out 1), 2 binary, not UTF-8 or "
-        "unreadable files (--format reads other suffixes)"
+        "skipped in folders: 3 binary, not UTF-8 or unreadable files ((no suffix) 2, .out 1)"
     )
     assert _decoded(tmp_path / "ds") == ["MIT"]
     summary = prepare([root], tmp_path / "api")
-    assert (summary.num_documents, summary.num_skipped_files) == (1, 2)
-    assert summary.skipped_suffixes == {".out": 1}
+    assert (summary.num_documents, summary.num_skipped_files) == (1, 3)
+    assert summary.skipped_suffixes == {"": 2, ".out": 1}

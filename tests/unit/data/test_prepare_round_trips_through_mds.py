@@ -69,7 +69,7 @@ def test_jsonl_round_trip_samples_never_span_documents(tmp_path: Path) -> None:
         assert r["num_tokens"] == ids.size <= 8
 
 
-def test_folder_recursive_sorted_skips_other_suffixes_and_binaries(tmp_path: Path) -> None:
+def test_folder_recursive_sorted_reads_text_by_content_and_skips_binaries(tmp_path: Path) -> None:
     root = tmp_path / "corpus"
     write(root / "b.txt", "bee")
     write(root / "a" / "z.py", "zed")
@@ -79,17 +79,17 @@ def test_folder_recursive_sorted_skips_other_suffixes_and_binaries(tmp_path: Pat
     write(root / ".hidden" / "h.txt", "hidden")
     write(root / ".dotfile", "dot")
     summary = prepare([root], tmp_path / "ds")
-    assert summary.skipped_suffixes == {".bin": 1, ".py": 1}  # no format of their own
-    assert summary.num_skipped_files == 1  # latin1.txt is not UTF-8
+    assert summary.skipped_suffixes == {".bin": 1, ".txt": 1}  # binary; latin1.txt not UTF-8
+    assert summary.num_skipped_files == 2
     assert summary.describe_skipped() == (
-        "2 files with other suffixes (.bin 1, .py 1), 1 binary, not UTF-8 or unreadable file"
+        "2 binary, not UTF-8 or unreadable files (.bin 1, .txt 1)"
     )
     docs = documents_of(read_all(tmp_path / "ds"), eos_id=256)
-    # sorted by relative path: a/y.jsonl, b.txt
-    assert [bytes(d).decode() for d in docs] == ["why", "bee"]
+    # sorted by relative path: a/y.jsonl, a/z.py (text by content), b.txt
+    assert [bytes(d).decode() for d in docs] == ["why", "zed", "bee"]
     # format="text" reads every file as text: the binary and latin-1 files skipped for content
     summary = prepare([root], tmp_path / "ds_text", format="text")
-    assert summary.skipped_suffixes == {}
+    assert summary.skipped_suffixes == {".bin": 1, ".txt": 1}
     assert summary.num_skipped_files == 2
     docs = documents_of(read_all(tmp_path / "ds_text"), eos_id=256)
     assert [bytes(d).decode() for d in docs] == ['{"text": "why"}\n', "zed", "bee"]

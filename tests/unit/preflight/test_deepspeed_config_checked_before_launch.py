@@ -3,9 +3,9 @@
 Each bad input used to pass ``curriculum-ds validate`` and fail later inside the ranks (or be
 ignored silently): a misspelt ``gradient_accumulation_steps`` (DeepSpeed ignores unknown keys),
 ZeRO stage 5 (a 79-line pydantic traceback), a ``tensorboard`` section without the package
-(``DistNetworkError``), ``WarmupCosineLR`` without ``total_num_steps`` or with ``"auto"``
-(``TypeError``), a misspelt ``curriculum`` key. Now each is one line naming the key, exit 1,
-through ``validate``, ``launch`` and the API, and nothing is written.
+(``DistNetworkError``), ``WarmupCosineLR`` without ``total_num_steps`` or with an ``"auto"``
+HF does not fill (``TypeError``), a misspelt ``curriculum`` key. Now each is one line naming
+the key, exit 1, through ``validate``, ``launch`` and the API, and nothing is written.
 """
 
 from __future__ import annotations
@@ -77,9 +77,14 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         "scheduler.params.total_num_steps: required by WarmupCosineLR, missing",
     ),
     (
-        "warmup_cosine_total_num_steps_auto",
-        {"scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": "auto"}}},
-        'scheduler.params.total_num_steps: "auto" is filled in only by the HF Trainer\'s '
+        "warmup_cosine_non_hf_param_auto",  # HF fills only its own keys (test_config_hf_auto)
+        {
+            "scheduler": {
+                "type": "WarmupCosineLR",
+                "params": {"total_num_steps": 10, "warmup_min_ratio": "auto"},
+            }
+        },
+        'scheduler.params.warmup_min_ratio: "auto" is filled in only by the HF Trainer\'s '
         "DeepSpeed integration; WarmupCosineLR needs a value",
     ),
     (
@@ -99,9 +104,9 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         "fp16.loss_scale: must be >= 0 (0 enables dynamic loss scaling), got -1",
     ),
     (
-        "optimizer_lr_auto",
-        {"optimizer": {"type": "AdamW", "params": {"lr": "auto"}}},
-        'optimizer.params.lr: "auto" is filled in only by the HF Trainer\'s DeepSpeed '
+        "optimizer_non_hf_param_auto",
+        {"optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "amsgrad": "auto"}}},
+        'optimizer.params.amsgrad: "auto" is filled in only by the HF Trainer\'s DeepSpeed '
         "integration; give a value",
     ),
 ]
