@@ -50,9 +50,9 @@ from dynamic_units import add_reference_column, print_units, time_units, units_r
 from curriculum_ds.commands.demo import build_demo_data, demo_ds_config
 from curriculum_ds.commands.launch import build_command, launcher_env
 from curriculum_ds.config import CurriculumConfig
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.data import read_stream_info
 from curriculum_ds.dynamic import BucketReweighter
-from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.records.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ if _out:
         setattr(owner, name, wrapper)
 
     from curriculum_ds.dynamic import BucketReweighter
-    from curriculum_ds.loader import PhaseLoader
+    from curriculum_ds.core.loader import PhaseLoader
     import torch.distributed as _dist
 
     _timed(BucketReweighter, "observe", "observe")

@@ -117,7 +117,7 @@ def measure_build(streams: list[tuple[Path, float]]) -> dict[str, float]:
     """Build a PhaseLoader in this (fresh) process: wall seconds and peak RSS in MiB."""
     import streaming  # noqa: F401  (imported before the clock starts, like in a training process)
 
-    from curriculum_ds.loader import PhaseLoader
+    from curriculum_ds.core.loader import PhaseLoader
 
     cfg = phase(streams)
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -143,7 +143,7 @@ def measure_draw(
     streams: list[tuple[Path, float]], unit: str, num_buckets: int, batches: int
 ) -> float:
     """Samples per second of ``next_global_batch(1024)`` over ``batches`` batches."""
-    from curriculum_ds.loader import PhaseLoader
+    from curriculum_ds.core.loader import PhaseLoader
 
     loader = PhaseLoader(phase(streams, unit), 0, seed=0, num_buckets=num_buckets)
     probs = np.full(num_buckets, 1.0 / num_buckets)
@@ -172,7 +172,7 @@ def fetch_side(side: str, big: Path, num_samples: int) -> dict[str, float]:
     """
     import streaming  # noqa: F401  (imported before the clock starts, like in a training process)
 
-    from curriculum_ds.loader import PhaseLoader, collate
+    from curriculum_ds.core.loader import PhaseLoader, collate
 
     positions = np.arange(MICRO_BATCH, dtype=np.int64)
 

@@ -11,7 +11,8 @@ and model, in one process:
   packing, truncated to 128 by the phase) and ``--pack`` at 128 (the demo now);
 * model and step: the demo's default model (``curriculum_ds.train.build_model``: GPT-2, 2 layers,
   width 128, 256 positions, byte vocabulary), forward + backward + AdamW on micro-batches of 8
-  collated by the trainer's own ``curriculum_ds.loader.collate`` (right-padded to the longest row
+  collated by the trainer's own ``curriculum_ds.core.loader.collate`` (right-padded to the longest
+  row
   of the micro-batch, padding masked);
 * timing: blocks of ``--block`` micro-batches of the two layouts alternate (drift cancels within a
   round), on the CPU clock (``process_time``, which other jobs on a shared machine disturb far
@@ -36,8 +37,8 @@ import numpy as np
 import torch
 
 from curriculum_ds.commands.corpus import build_stdlib_corpus
+from curriculum_ds.core.loader import collate
 from curriculum_ds.data import close_stream, open_stream, prepare
-from curriculum_ds.loader import collate
 
 MICRO_BATCH = 8
 PHASE_MAX_SEQ_LEN = 128

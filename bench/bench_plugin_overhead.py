@@ -202,8 +202,8 @@ def build_loops(data: Path, *, num_distinct: int) -> dict[str, Any]:
     import torch.distributed as dist
 
     import curriculum_ds as cds
+    from curriculum_ds.core.loader import PhaseLoader
     from curriculum_ds.default_model import build_model
-    from curriculum_ds.loader import PhaseLoader
     from curriculum_ds.plugin import load_run_config
 
     loops: dict[str, Any] = {}

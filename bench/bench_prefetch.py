@@ -258,7 +258,7 @@ def pad_collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Right-pad a StreamingDataset batch; padding bears no loss and no attention."""
     import numpy as np
 
-    from curriculum_ds.microbatch import collate
+    from curriculum_ds.core.microbatch import collate
 
     mb = collate([np.asarray(s["input_ids"])[:32] for s in samples], np.zeros(0, dtype=np.int64))
     return {"input_ids": mb.input_ids, "attention_mask": mb.attention_mask, "labels": mb.labels}

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from curriculum_ds.config import CurriculumConfig, DynamicConfig
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.data import read_stream_info
 from curriculum_ds.dynamic import make_reweighter
-from curriculum_ds.loader import PhaseLoader
 
 REFERENCE_ARM = ("buckets", "loss")
 ARMS = (

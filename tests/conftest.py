@@ -19,7 +19,9 @@ def no_token_reader(monkeypatch):
     samplers, but no streaming reader. Each StreamingDataset keeps shared-memory file descriptors
     open for the life of the process (``PhaseLoader.close`` cannot release them), and dozens of
     loaders in one pytest process would run out of them."""
-    monkeypatch.setattr("curriculum_ds.sample_reader.open_stream", lambda local, remote=None: None)
+    monkeypatch.setattr(
+        "curriculum_ds.core.sample_reader.open_stream", lambda local, remote=None: None
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")

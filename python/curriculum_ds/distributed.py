@@ -145,7 +145,7 @@ def open_run_dir(run_dir: Path) -> IO[str]:
             read-only file system, a file in the way, no permission, a component over 255 bytes,
             a NUL byte.
     """
-    from curriculum_ds.user_paths import make_folder, path_error
+    from curriculum_ds.files.user_paths import make_folder, path_error
 
     make_folder(run_dir, field="--run-dir")
     try:

@@ -19,8 +19,8 @@ from helpers import fixed_docs, launch, launch_many, make_dataset, metrics, trac
 
 from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import BucketReweighter
-from curriculum_ds.loader import PhaseLoader
 
 pytestmark = pytest.mark.distributed
 

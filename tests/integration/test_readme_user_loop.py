@@ -44,7 +44,7 @@ from helpers import (
 from userloop_launch import front_door, processes_running
 
 from curriculum_ds.config import load_config
-from curriculum_ds.loader import PhaseLoader
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.records.jsonl import read_jsonl
 
 pytestmark = pytest.mark.distributed

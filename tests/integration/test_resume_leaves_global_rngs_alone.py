@@ -23,8 +23,8 @@ from test_kill_and_resume_reproduce_the_run import resume_scenario
 
 from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import BucketReweighter
-from curriculum_ds.loader import PhaseLoader
 
 pytestmark = pytest.mark.distributed
 

@@ -25,8 +25,8 @@ from helpers import launch, make_dataset, metrics, trace, write_ds_config
 
 import curriculum_ds.data.writer as data_module
 from curriculum_ds.config import load_config
-from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.loss import IGNORE_INDEX
+from curriculum_ds.core.loader import PhaseLoader
+from curriculum_ds.core.loss import IGNORE_INDEX
 from curriculum_ds.train import build_model
 
 pytestmark = pytest.mark.distributed

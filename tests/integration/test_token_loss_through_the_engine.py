@@ -29,8 +29,8 @@ import torch.nn.functional as F
 from helpers import RunOutput, launch_many, make_dataset, metrics, ragged_docs, write_ds_config
 
 from curriculum_ds.config import load_config
-from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.loss import IGNORE_INDEX
+from curriculum_ds.core.loader import PhaseLoader
+from curriculum_ds.core.loss import IGNORE_INDEX
 from curriculum_ds.train import build_model
 
 SEED = 5

@@ -13,7 +13,7 @@ The oracle is one process of plain torch on the same parameters (dumped before e
 the same samples (the step's global batch from ``step.trace_record()``, tokenized here from the
 source documents: UTF-8 bytes + EOS), cut into the 4 micro-batches of the 2 ranks as the README
 says (each rank a contiguous slice, its micro-batches in order) and padded by
-``curriculum_ds.loader.collate``. Documented scaling: the optimizer sees the token mean of the
+``curriculum_ds.core.loader.collate``. Documented scaling: the optimizer sees the token mean of the
 per-token losses over every loss-bearing token of the global batch, plus the mean of ``aux_loss``
 over the 4 micro-batches. SGD with lr 1 makes the update minus that gradient, to 1e-5 relative.
 
@@ -33,7 +33,7 @@ from helpers import make_dataset, ragged_docs, write_ds_config
 from user_loop_script import LABEL_SMOOTHING, build_model, z_loss
 from userloop_launch import launch_script
 
-from curriculum_ds.loader import collate
+from curriculum_ds.core.loader import collate
 from curriculum_ds.records.jsonl import read_jsonl
 
 pytestmark = pytest.mark.distributed

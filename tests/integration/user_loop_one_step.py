@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.nn.functional as F
 
     import curriculum_ds as cds
-    from curriculum_ds.loss import IGNORE_INDEX
+    from curriculum_ds.core.loss import IGNORE_INDEX
     from curriculum_ds.plugin import load_run_config
     from curriculum_ds.train import build_model
 

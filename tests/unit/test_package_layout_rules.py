@@ -61,7 +61,7 @@ def test_a_step_never_sees_its_curriculum() -> None:
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
-        ("dynamic", ("curriculum_ds.loader", "curriculum_ds.plugin")),
+        ("dynamic", ("curriculum_ds.core.loader", "curriculum_ds.plugin")),
         ("checkpoint", ("curriculum_ds.plugin",)),
     ],
 )
@@ -76,3 +76,12 @@ def test_lower_tiers_never_import_the_plugin_or_the_loader(package, forbidden) -
         if any(n == f or n.startswith(f"{f}.") for f in forbidden)
     ]
     assert offenders == []
+
+
+def test_only_the_shared_modules_lie_at_the_top() -> None:
+    """Every module lives in a package (``core/`` for the curriculum logic), but the few every
+    tier shares: the exception hierarchy, the process environment, the loop's run dir and the
+    model builders."""
+    top = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    shared = ["__init__", "default_model", "distributed", "errors", "model_factory", "run_dir"]
+    assert top == shared

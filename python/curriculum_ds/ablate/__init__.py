@@ -50,7 +50,7 @@ def ablate(
     from curriculum_ds.ablate.runs import check_unchanged, eval_curves, run_experiment
     from curriculum_ds.ablate.summary import render_markdown, summarize
     from curriculum_ds.commands.launch import default_num_gpus
-    from curriculum_ds.user_paths import make_folder, path_error
+    from curriculum_ds.files.user_paths import make_folder, path_error
 
     experiment = load_experiment(experiment_path)
     try:

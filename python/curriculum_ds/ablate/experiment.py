@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from curriculum_ds.config import read_json_object
 from curriculum_ds.errors import ConfigError
-from curriculum_ds.user_paths import show_path
+from curriculum_ds.files.user_paths import show_path
 
 __all__ = [
     "MONITOR_SECTIONS",

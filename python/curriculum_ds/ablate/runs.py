@@ -24,8 +24,8 @@ from typing import Any
 import click
 
 from curriculum_ds.ablate.experiment import Experiment, arm_config, first_difference
-from curriculum_ds.atomic_files import write_text_atomically
 from curriculum_ds.errors import ConfigError, CurriculumError
+from curriculum_ds.files.atomic import write_text_atomically
 from curriculum_ds.records.jsonl import read_jsonl
 
 __all__ = [
@@ -66,7 +66,7 @@ def run_keys(experiment: Experiment) -> list[RunKey]:
 def _stored(directory: Path, name: str) -> dict[str, Any] | None:
     """The JSON object in ``directory/name``; None when it is missing or unreadable.
 
-    Every such file is written atomically (:func:`~curriculum_ds.atomic_files.
+    Every such file is written atomically (:func:`~curriculum_ds.files.atomic.
     write_text_atomically`), so an unreadable one (empty, cut, not an object) was left by
     something else (an older version killed mid-write, a copy): it counts as not written, and
     what it held is rebuilt from the run's own records.

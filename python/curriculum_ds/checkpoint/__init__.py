@@ -9,7 +9,7 @@ A resume reads a tag once (:func:`~curriculum_ds.checkpoint.files.open_tag`, one
 Modules, one concern each:
 
 * ``state``: the schema, :class:`CurriculumState` (``client_state["curriculum"]`` of a DeepSpeed
-  checkpoint), whose counters are one :class:`~curriculum_ds.position.Position`;
+  checkpoint), whose counters are one :class:`~curriculum_ds.core.position.Position`;
 * ``substates``: its loader and re-weighting parts, typed (:class:`LoaderState`,
   :class:`DynamicState`), refusing a malformed one by naming the key;
 * ``rules``: the resume rules (:func:`check_resume` → :class:`ResumePlan`), pure;

@@ -192,7 +192,7 @@ def resume_verdict(run: RunConfig, ckpt: Path) -> str:
     Progress is shown in the config's duration syntax with its unit (``4763tok``, ``0.5ep``).
     """
     from curriculum_ds.checkpoint.rules import check_resume
-    from curriculum_ds.schedule import duration_str
+    from curriculum_ds.core.schedule import duration_str
 
     saved = open_tag(*locate_checkpoint(ckpt))
     tag = saved.tag

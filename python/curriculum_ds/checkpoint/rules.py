@@ -22,9 +22,8 @@ from pydantic import ValidationError
 from curriculum_ds.checkpoint.files import SavedTag
 from curriculum_ds.checkpoint.state import CurriculumState, DynamicState
 from curriculum_ds.config import CurriculumConfig, Duration, PhaseConfig
-from curriculum_ds.errors import ConfigError, ResumeError
-from curriculum_ds.position import Position
-from curriculum_ds.schedule import (
+from curriculum_ds.core.position import Position
+from curriculum_ds.core.schedule import (
     PhaseSchedule,
     Progress,
     duration_str,
@@ -32,6 +31,7 @@ from curriculum_ds.schedule import (
     phase_fingerprint,
     phase_label,
 )
+from curriculum_ds.errors import ConfigError, ResumeError
 
 __all__ = ["ResumePlan", "check_resume", "fresh_plan"]
 

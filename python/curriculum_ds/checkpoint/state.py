@@ -16,15 +16,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.checkpoint.substates import DynamicState, LoaderState
-from curriculum_ds.errors import ResumeError
-from curriculum_ds.position import Position
-from curriculum_ds.schedule import (
+from curriculum_ds.core.position import Position
+from curriculum_ds.core.schedule import (
     PhaseSchedule,
     Progress,
     phase_fingerprint,
     progress_from_str,
     progress_to_str,
 )
+from curriculum_ds.errors import ResumeError
 
 if TYPE_CHECKING:
     from curriculum_ds.config import CurriculumConfig
@@ -64,7 +64,7 @@ class CurriculumState:
             ``len(phases)`` once the run has ended. On a boundary it is the next phase.
         phases: every phase's ``model_dump(mode="json")`` at save time (the resume rules compare
             them with the new config).
-        fingerprints: :func:`~curriculum_ds.schedule.phase_fingerprint` of each phase
+        fingerprints: :func:`~curriculum_ds.core.schedule.phase_fingerprint` of each phase
             (informational).
         loader: the phase loader's counters (``PhaseLoader.state_dict``, typed), None before
             any draw.

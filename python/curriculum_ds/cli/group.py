@@ -32,7 +32,7 @@ class _Group(click.Group):
         except OSError as exc:
             # the net under the per-field checks: a path the system refused in a place no check
             # names (the commands name the option or field wherever they know it)
-            from curriculum_ds.user_paths import os_reason, show_path
+            from curriculum_ds.files.user_paths import os_reason, show_path
 
             where = f"{show_path(exc.filename)}: " if isinstance(exc.filename, str) else ""
             raise click.ClickException(f"{where}{os_reason(exc)}") from None

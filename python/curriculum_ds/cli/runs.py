@@ -109,7 +109,7 @@ def launch(
 def demo(out: Path, num_gpus: int | None, max_duration: str | None, data_only: bool) -> None:
     """Real text from Python's stdlib → two datamixes → a 2-phase dynamic curriculum run."""
     from curriculum_ds.commands.demo import build_demo_data, run_demo
-    from curriculum_ds.user_paths import make_folder
+    from curriculum_ds.files.user_paths import make_folder
 
     make_folder(out, field="--out")
     if data_only:

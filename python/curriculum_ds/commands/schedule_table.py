@@ -15,8 +15,8 @@ import numpy as np
 from curriculum_ds.config import read_stream_info_checked
 from curriculum_ds.config.hf_auto import BATCH_KEYS
 from curriculum_ds.config.ramps import is_ramp
-from curriculum_ds.lr_schedule import LRSchedule
-from curriculum_ds.schedule import PhaseSchedule, duration_str
+from curriculum_ds.core.lr_schedule import LRSchedule
+from curriculum_ds.core.schedule import PhaseSchedule, duration_str
 
 if TYPE_CHECKING:
     from curriculum_ds.config import CurriculumConfig, LoaderConfig, RunConfig, StreamConfig

@@ -5,8 +5,8 @@ sample by its loss minus its loss under a reference model, read from a metric co
 stream. :func:`score` writes that column: for every sample of every prepared MDS folder, the
 mean next-token cross-entropy (nats) over its loss-bearing tokens under a Hugging Face causal
 LM, the per-sample quantity the training step gathers (the same collate,
-:func:`~curriculum_ds.microbatch.collate`, and the same
-:func:`~curriculum_ds.loss.per_sample_token_losses`), into the folder's ``metrics.npz``
+:func:`~curriculum_ds.core.microbatch.collate`, and the same
+:func:`~curriculum_ds.core.loss.per_sample_token_losses`), into the folder's ``metrics.npz``
 (:func:`~curriculum_ds.data.metric_store.write_metric_column`).
 
 Every refusal (a model folder that does not load or is not causal, a folder that is not
@@ -36,8 +36,8 @@ from curriculum_ds.errors import ConfigError, DataError
 if TYPE_CHECKING:
     import torch
 
+    from curriculum_ds.core.microbatch import MicroBatch
     from curriculum_ds.data import StreamInfo
-    from curriculum_ds.microbatch import MicroBatch
 
 __all__ = ["RESERVED_COLUMNS", "ScoreSummary", "check_column_name", "score", "score_samples"]
 
@@ -234,14 +234,14 @@ def _micro_batches(
 
     The samples are read as the training loader reads them (the mapped shards in bulk,
     :class:`~curriculum_ds.data.bulk.BulkReader`, else streaming one by one), uncut, and
-    right-padded by :func:`~curriculum_ds.microbatch.collate`'s rule (0 ids, ``IGNORE_INDEX``
+    right-padded by :func:`~curriculum_ds.core.microbatch.collate`'s rule (0 ids, ``IGNORE_INDEX``
     labels, attention mask 0 on padding).
     """
+    from curriculum_ds.core.loss import IGNORE_INDEX
+    from curriculum_ds.core.microbatch import MicroBatch, collate
     from curriculum_ds.data import close_stream, open_stream
     from curriculum_ds.data.bulk import BulkReader
     from curriculum_ds.data.streams import streaming_registration
-    from curriculum_ds.loss import IGNORE_INDEX
-    from curriculum_ds.microbatch import MicroBatch, collate
 
     with streaming_registration():
         ds = open_stream(folder)
@@ -276,7 +276,7 @@ def score_samples(
     Samples are batched in order of length (less padding; a sample's loss does not depend on
     its batch, up to float rounding), padded and masked as the training step pads them, run
     through ``model(input_ids, attention_mask=...)`` under ``torch.no_grad()`` and summed by
-    :func:`~curriculum_ds.loss.per_sample_token_losses` (fp32 logits, labels shifted by one,
+    :func:`~curriculum_ds.core.loss.per_sample_token_losses` (fp32 logits, labels shifted by one,
     padding excluded).
 
     Args:
@@ -300,7 +300,7 @@ def score_samples(
     """
     import torch
 
-    from curriculum_ds.loss import per_sample_token_losses
+    from curriculum_ds.core.loss import per_sample_token_losses
 
     sums = np.zeros(info.num_samples, dtype=np.float64)
     valid = np.zeros(info.num_samples, dtype=np.int64)

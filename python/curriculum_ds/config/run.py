@@ -201,7 +201,7 @@ def read_json_object(path: str | os.PathLike[str], *, field: str | None = None) 
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{where}: cannot read: {exc}") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        from curriculum_ds.user_paths import os_reason
+        from curriculum_ds.files.user_paths import os_reason
 
         raise ConfigError(f"{where}: cannot read: {os_reason(exc)}") from None
     try:

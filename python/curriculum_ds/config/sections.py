@@ -117,7 +117,7 @@ class LRScheduleConfig(_Model):
     Warmup rises linearly from 0 to the peak (each optimizer param group's own initial ``lr``),
     then ``cosine`` or ``linear`` decay to ``min_lr_ratio × peak`` at ``max_duration``, or
     ``wsd``: stable at the peak, then linear decay over the last ``decay`` to that floor. A step's
-    lr is the schedule at the step's END progress (:mod:`curriculum_ds.lr_schedule`).
+    lr is the schedule at the step's END progress (:mod:`curriculum_ds.core.lr_schedule`).
     """
 
     type: Literal["cosine", "linear", "wsd"]

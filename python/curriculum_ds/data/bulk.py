@@ -132,7 +132,7 @@ class BulkReader:
     def read_padded(
         self, pairs: npt.NDArray[np.int64], limit: int, ignore_index: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
-        """The samples of ``pairs`` right-padded, as :func:`curriculum_ds.microbatch.collate` pads.
+        """The samples of ``pairs`` right-padded, as ``core.microbatch.collate`` pads them.
 
         Returns:
             int64 ``(n, seq_len)`` ``input_ids`` (0 on padding), ``attention_mask`` (1 on

@@ -17,9 +17,9 @@ from typing import IO
 import numpy as np
 import numpy.typing as npt
 
-from curriculum_ds.atomic_files import replace_atomically
 from curriculum_ds.data.index import META_FILENAME, METRICS_FILENAME, read_json
 from curriculum_ds.errors import DataError
+from curriculum_ds.files.atomic import replace_atomically
 
 __all__ = ["write_metric_column"]
 

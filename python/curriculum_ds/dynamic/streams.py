@@ -8,7 +8,7 @@ enter one rolling window with the stream each sample came from (:class:`StreamWi
 
 and the weights replace the phase's stream proportions, in its ``proportion_unit``: the loader's
 largest-deficit rule follows the new targets from that step on
-(:meth:`~curriculum_ds.loader.PhaseLoader.apply`). Until the phase's first recompute
+(:meth:`~curriculum_ds.core.loader.PhaseLoader.apply`). Until the phase's first recompute
 the phase's own proportions hold; weights never carry over a phase swap (another phase may have
 other streams).
 

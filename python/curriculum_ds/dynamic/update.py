@@ -4,7 +4,7 @@
   metric columns), a small value the caller builds from the phase's loader, so ``dynamic/`` never
   imports the loader;
 * :class:`MixtureUpdate`: what a phase start or a recompute hands back, and the one thing the
-  loader applies (:meth:`~curriculum_ds.loader.PhaseLoader.apply`): new bucket
+  loader applies (:meth:`~curriculum_ds.core.loader.PhaseLoader.apply`): new bucket
   assignments and bucket probabilities, new stream proportions, per-stream loss weights, a
   temporary mixture held for a number of steps, and the ``curriculum_history.jsonl`` record.
 """
@@ -47,7 +47,7 @@ class MixtureUpdate:
     """What a re-weighting hands the loader at a phase start or a recompute, and the history row.
 
     Every field is optional: None leaves that part of the loader as it is. The loader applies
-    an update whole, in one place (:meth:`~curriculum_ds.loader.PhaseLoader.apply`).
+    an update whole, in one place (:meth:`~curriculum_ds.core.loader.PhaseLoader.apply`).
 
     Attributes:
         buckets: ``unit: "buckets"``: per stream of the phase, int64 ``(num_samples,)`` bucket

@@ -6,7 +6,7 @@ data) returns a :class:`CurriculumFeed`. Iterating it draws the plugin's next
 when the Trainer asks for the first micro-batch of an optimizer step, and yields that step's
 micro-batches as dicts: ``input_ids`` and ``attention_mask`` (what HF counts tokens and flops
 from; the tensors are already on the engine's device) and the plugin's
-:class:`~curriculum_ds.loader.MicroBatch` under :data:`MICRO_BATCH_KEY`. There is no ``labels``
+:class:`~curriculum_ds.core.loader.MicroBatch` under :data:`MICRO_BATCH_KEY`. There is no ``labels``
 key, so HF counts no ``num_items_in_batch``: the loss normaliser is the plugin's. The feed has no
 length: the Trainer runs up to its ``max_steps`` bound and the callback stops it at
 ``max_duration``. It is not wrapped by ``accelerate.prepare`` (each rank already holds only its

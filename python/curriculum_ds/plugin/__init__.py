@@ -18,7 +18,7 @@ curriculum's ``state_dict`` and checkpoint calls; files, tags, rules and formats
 :mod:`curriculum_ds.checkpoint`).
 """
 
-from curriculum_ds.loader import MicroBatch
+from curriculum_ds.core.loader import MicroBatch
 from curriculum_ds.plugin.curriculum import Curriculum
 from curriculum_ds.plugin.engine import attach, deepspeed_config, initialize, load_run_config
 from curriculum_ds.plugin.step import Step

@@ -34,7 +34,7 @@ class StreamAccounting:
         samples: the global batch, int64 ``(global_batch_size, 2)`` of ``(stream_idx,
             sample_idx)``.
         stream_tokens: int64 ``(num_streams,)``, non-padding input tokens of the global batch per
-            stream (:meth:`PhaseLoader.stream_tokens <curriculum_ds.loader.PhaseLoader.
+            stream (:meth:`PhaseLoader.stream_tokens <curriculum_ds.core.loader.PhaseLoader.
             stream_tokens>`).
         positions: this rank's positions in the global batch, int64 ``(samples per rank,)``, in
             the order of its micro-batches' rows.

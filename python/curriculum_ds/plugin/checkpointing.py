@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from curriculum_ds.config import CurriculumConfig
-    from curriculum_ds.loader import PhaseLoader
+    from curriculum_ds.core.loader import PhaseLoader
+    from curriculum_ds.core.position import Position
     from curriculum_ds.plugin.engine_like import EngineLike
     from curriculum_ds.plugin.prefetch import StepFeed
-    from curriculum_ds.position import Position
     from curriculum_ds.records.monitors import CurriculumMonitor
 
 __all__ = ["CheckpointingMixin"]

@@ -3,7 +3,7 @@
 A :class:`~curriculum_ds.plugin.step.Step` does not know its curriculum: when it finishes it
 hands a :class:`~curriculum_ds.records.schema.StepOutcome` (plain values) to the completion
 callback it was built with. The curriculum's callback calls :func:`complete_step`, which turns
-the outcome into the run's next :class:`~curriculum_ds.position.Position` and
+the outcome into the run's next :class:`~curriculum_ds.core.position.Position` and
 :class:`SkipCounts`, feeds the dynamic re-weighting (and hands back its update, which the
 caller applies to the loader), and builds the step's metrics row
 (:func:`~curriculum_ds.records.schema.metrics_row`) and, on a recompute, its history row.
@@ -21,11 +21,11 @@ from curriculum_ds.records.schema import StepOutcome, history_row, metrics_row
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from curriculum_ds.core.loader import PhaseLoader
+    from curriculum_ds.core.position import Position
+    from curriculum_ds.core.schedule import Progress
     from curriculum_ds.dynamic import MixtureUpdate, Reweighter
-    from curriculum_ds.loader import PhaseLoader
-    from curriculum_ds.position import Position
     from curriculum_ds.records.schema import HistoryRow, MetricsRow
-    from curriculum_ds.schedule import Progress
 
 __all__ = ["Completion", "SkipCounts", "StepTimer", "complete_step", "step_progress"]
 

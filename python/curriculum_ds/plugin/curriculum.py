@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.checkpoint.state import DynamicState, LoaderState
 from curriculum_ds.config.ramps import is_ramp
+from curriculum_ds.core.loader import PhaseLoader
+from curriculum_ds.core.lr_schedule import LRSchedule, apply_lr, optimizer_lr
+from curriculum_ds.core.position import Position
+from curriculum_ds.core.schedule import PhaseSchedule, Progress, progress_to_str
 from curriculum_ds.distributed import Topology
 from curriculum_ds.dynamic import make_reweighter
 from curriculum_ds.errors import StepError
-from curriculum_ds.loader import PhaseLoader
-from curriculum_ds.lr_schedule import LRSchedule, apply_lr, optimizer_lr
 from curriculum_ds.plugin.checkpointing import CheckpointingMixin
 from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
 from curriculum_ds.plugin.engine_like import EngineLike
@@ -29,9 +31,7 @@ from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.prefetch import StepFeed, next_step_settled
 from curriculum_ds.plugin.step import Step
-from curriculum_ds.position import Position
 from curriculum_ds.records.monitors import CurriculumMonitor
-from curriculum_ds.schedule import PhaseSchedule, Progress, progress_to_str
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from curriculum_ds.config import CurriculumConfig, RunConfig
-    from curriculum_ds.loader import MicroBatch
+    from curriculum_ds.core.loader import MicroBatch
     from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow, StepOutcome
 
 __all__ = ["Curriculum"]
@@ -57,8 +57,9 @@ class Curriculum(CheckpointingMixin):
         run: the loaded config (``run.curriculum`` is the validated ``curriculum`` section,
             ``run.ds_config`` the DeepSpeed part).
         config: ``run.curriculum``.
-        schedule: the phase boundaries (:class:`~curriculum_ds.schedule.PhaseSchedule`).
-        lr_schedule: ``curriculum.lr_schedule`` (:class:`~curriculum_ds.lr_schedule.LRSchedule`),
+        schedule: the phase boundaries (:class:`~curriculum_ds.core.schedule.PhaseSchedule`).
+        lr_schedule: ``curriculum.lr_schedule``
+        (:class:`~curriculum_ds.core.lr_schedule.LRSchedule`),
             applied to every param group when a step is drawn; None without one.
         topology: the data-parallel ranks, read from the engine
             (:meth:`~curriculum_ds.distributed.Topology.from_engine`).

@@ -25,7 +25,7 @@ class EngineLike(Protocol):
     ``data_parallel_group`` / ``seq_data_parallel_group`` (:meth:`Topology.from_engine`),
     ``module`` (the wrapped model, for its train/eval mode), ``monitor`` (DeepSpeed's
     ``MonitorMaster``), ``basic_optimizer``, ``gradient_average`` and ``sequence_parallel_size``
-    (the loss divisor, :func:`curriculum_ds.loss.engine_grad_divisor`).
+    (the loss divisor, :func:`curriculum_ds.core.loss.engine_grad_divisor`).
     """
 
     @property

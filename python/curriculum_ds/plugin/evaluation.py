@@ -36,12 +36,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from curriculum_ds.core.loader import MicroBatch, collate
+from curriculum_ds.core.loss import IGNORE_INDEX, per_sample_token_losses
 from curriculum_ds.data import close_stream, open_stream
 from curriculum_ds.data.streams import streaming_registration as _streaming_registration
 from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
 from curriculum_ds.errors import DownloadError
-from curriculum_ds.loader import MicroBatch, collate
-from curriculum_ds.loss import IGNORE_INDEX, per_sample_token_losses
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from curriculum_ds.config import EvalConfig
+    from curriculum_ds.core.schedule import PhaseSchedule, Progress
     from curriculum_ds.plugin.engine_like import EngineLike
     from curriculum_ds.records.schema import EvalRow
-    from curriculum_ds.schedule import PhaseSchedule, Progress
 
 __all__ = ["EvalBatch", "Evaluator", "preserved_rng"]
 

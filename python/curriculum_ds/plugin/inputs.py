@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from curriculum_ds.loader import MicroBatch
+    from curriculum_ds.core.loader import MicroBatch
 
 __all__ = ["check_aux", "check_differentiable", "check_token_losses", "logits_tensor"]
 

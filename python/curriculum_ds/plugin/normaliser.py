@@ -1,13 +1,13 @@
 """A step's loss denominators and per-stream loss weights (``loss_weight``), in one place.
 
 Without loss weights (every stream at 1.0) the step divides by its global count of loss-bearing
-tokens (:func:`curriculum_ds.loss.global_valid_tokens`, one all-reduce). With them the objective
-is ``sum(w * loss) / sum(w)`` over the step's loss-bearing tokens, ``w`` the token's stream's
-``loss_weight`` (NeMo-Automodel's separate sampling and loss weights): the numerator of each
-micro-batch is its rows' loss sums times their weights, the denominator ``sum(w)`` over every
-micro-batch and rank, all-reduced together with the count
-(:func:`curriculum_ds.loss.global_weighted_valid_tokens`). Per-stream losses and the per-sample
-losses the dynamic re-weighting sees stay unweighted.
+tokens (:func:`curriculum_ds.core.loss.global_valid_tokens`, one all-reduce). With them the
+objective is ``sum(w * loss) / sum(w)`` over the step's loss-bearing tokens, ``w`` the token's
+stream's ``loss_weight`` (NeMo-Automodel's separate sampling and loss weights): the numerator
+of each micro-batch is its rows' loss sums times their weights, the denominator ``sum(w)`` over
+every micro-batch and rank, all-reduced together with the count
+(:func:`curriculum_ds.core.loss.global_weighted_valid_tokens`). Per-stream losses and the
+per-sample losses the dynamic re-weighting sees stay unweighted.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from curriculum_ds.loss import global_valid_tokens, global_weighted_valid_tokens
+from curriculum_ds.core.loss import global_valid_tokens, global_weighted_valid_tokens
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from curriculum_ds.loader import MicroBatch
+    from curriculum_ds.core.loader import MicroBatch
 
 __all__ = ["StepNormaliser"]
 

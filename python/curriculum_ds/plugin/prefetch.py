@@ -2,7 +2,8 @@
 
 Two kinds of work make a step's micro-batches, and only one of them may run ahead:
 
-* **Deciding the samples** (:meth:`~curriculum_ds.loader.PhaseLoader.next_global_batch`) stays on
+* **Deciding the samples** (:meth:`~curriculum_ds.core.loader.PhaseLoader.next_global_batch`) stays
+on
   the training thread, in the order of an unprefetched run. The next step's global batch is
   decided early (at the draw of this one) only when nothing due before it can change the
   decision: no re-weighting recompute at the end of this step (it re-buckets the samplers and
@@ -10,8 +11,9 @@ Two kinds of work make a step's micro-batches, and only one of them may run ahea
   a pure function of the loader's counters, the bucket probabilities and the step's start
   ``fraction`` of its phase, and all three are known then, so the early batch is the batch an
   unprefetched run draws.
-* **Reading and collating them** (:meth:`~curriculum_ds.loader.PhaseLoader.fetch` and
-  :func:`~curriculum_ds.microbatch.collate`, called unchanged) runs on one daemon thread for the
+* **Reading and collating them** (:meth:`~curriculum_ds.core.loader.PhaseLoader.fetch` and
+  :func:`~curriculum_ds.core.microbatch.collate`, called unchanged) runs on one daemon thread for
+  the
   first ``prefetch_micro_batches`` micro-batches of that next step, while this step computes;
   pinned memory on CUDA, so the copy to the device is ``non_blocking``.
 
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from curriculum_ds.microbatch import collate
+from curriculum_ds.core.microbatch import collate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,9 +47,9 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import torch
 
-    from curriculum_ds.loader import MicroBatch, PhaseLoader
+    from curriculum_ds.core.loader import MicroBatch, PhaseLoader
+    from curriculum_ds.core.schedule import PhaseSchedule, Progress
     from curriculum_ds.plugin.evaluation import Evaluator
-    from curriculum_ds.schedule import PhaseSchedule, Progress
 
 __all__ = ["Drawn", "PrefetchThread", "StepFeed", "next_step_settled"]
 

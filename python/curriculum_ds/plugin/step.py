@@ -4,7 +4,7 @@ A :class:`Step` is what iterating a :class:`~curriculum_ds.Curriculum` yields. I
 are this rank's contiguous slice of the step's global batch, already on the engine's device. The
 step's loss-bearing tokens (shifted labels ≠ -100) are counted over every micro-batch and every
 rank with one all-reduce when the step is drawn, so each :meth:`Step.backward` can divide by the
-global count at once (torchtitan's ``global_valid_tokens``); :func:`curriculum_ds.loss.
+global count at once (torchtitan's ``global_valid_tokens``); :func:`curriculum_ds.core.loss.
 scale_micro_batch_loss` is the one place that owns the scaling.
 
 A step is built from plain values, as :class:`~curriculum_ds.plugin.evaluation.Evaluator` is:
@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
-from curriculum_ds.errors import StepError
-from curriculum_ds.loss import (
+from curriculum_ds.core.loss import (
     IGNORE_INDEX,
     engine_grad_divisor,
     per_sample_token_losses,
     scale_micro_batch_loss,
 )
+from curriculum_ds.errors import StepError
 from curriculum_ds.plugin.accounting import StreamAccounting
 from curriculum_ds.plugin.inputs import check_aux, check_token_losses, logits_tensor
 from curriculum_ds.plugin.nonfinite import any_rank, update_skipped
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
+    from curriculum_ds.core.loader import MicroBatch
     from curriculum_ds.distributed import Topology
-    from curriculum_ds.loader import MicroBatch
     from curriculum_ds.plugin.engine_like import EngineLike
     from curriculum_ds.records.schema import HistoryRow, MetricsRow, TraceRow
 
@@ -196,7 +196,7 @@ class Step:
         predicts token t+1) and backpropagates ``sum of the micro-batch's token losses ×
         dp_world_size / global_valid_tokens`` with DeepSpeed's 1/GAS off, so that after the
         step's last micro-batch the optimizer sees the mean over every loss-bearing token of the
-        step, on every rank (``curriculum_ds.loss.scale_micro_batch_loss``).
+        step, on every rank (``curriculum_ds.core.loss.scale_micro_batch_loss``).
 
         Args:
             logits: the model's output for ``mb.input_ids``: a float tensor ``(micro_batch_size,

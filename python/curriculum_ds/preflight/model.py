@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.config.messages import join_errors, show_value
 from curriculum_ds.errors import ConfigError
-from curriculum_ds.user_paths import path_error
+from curriculum_ds.files.user_paths import path_error
 
 if TYPE_CHECKING:
     from curriculum_ds.config.models import CurriculumConfig

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.config.messages import show_value
 from curriculum_ds.errors import ConfigError, DataError
-from curriculum_ds.user_paths import path_error
+from curriculum_ds.files.user_paths import path_error
 
 if TYPE_CHECKING:
     from curriculum_ds.config.models import CurriculumConfig, PhaseConfig, StreamConfig

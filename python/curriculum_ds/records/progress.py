@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from curriculum_ds.core.schedule import PhaseSchedule
     from curriculum_ds.plugin import Curriculum
     from curriculum_ds.records.schema import MetricsRow
-    from curriculum_ds.schedule import PhaseSchedule
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
@@ -96,7 +96,7 @@ def format_log_line(record: MetricsRow, *, schedule: PhaseSchedule | None = None
     Args:
         record: a metrics row with ``step``, ``phase``, ``phase_name``, ``tokens``, ``loss``,
             ``lr`` and ``tokens_per_s`` (``progress`` too, for the percentage).
-        schedule: the run's :class:`~curriculum_ds.schedule.PhaseSchedule`
+        schedule: the run's :class:`~curriculum_ds.core.schedule.PhaseSchedule`
             (``curriculum.schedule``), for the percentage; optional.
 
     Returns:
@@ -109,7 +109,7 @@ def format_log_line(record: MetricsRow, *, schedule: PhaseSchedule | None = None
     phase = f"phase {record['phase']} {_shorten(str(record['phase_name']), _MAX_NAME)}"
     tokens = f"{human_count(int(record['tokens']))} tok"
     if schedule is not None and "progress" in record and schedule.total:
-        from curriculum_ds.schedule import progress_from_str
+        from curriculum_ds.core.schedule import progress_from_str
 
         done = progress_from_str(str(record["progress"]), schedule.unit)
         total = schedule.total

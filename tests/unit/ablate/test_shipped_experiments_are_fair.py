@@ -13,7 +13,7 @@ import pytest
 
 from curriculum_ds.ablate.experiment import merge_patch
 from curriculum_ds.config import parse_curriculum
-from curriculum_ds.lr_schedule import LRSchedule
+from curriculum_ds.core.lr_schedule import LRSchedule
 
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "configs" / "experiments"
 

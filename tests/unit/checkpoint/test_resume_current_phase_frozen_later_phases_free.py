@@ -8,8 +8,8 @@ import pytest
 from resume_sections import MID_MIX, edited, refused, set_durations
 
 from curriculum_ds.checkpoint.rules import check_resume
+from curriculum_ds.core.schedule import PhaseSchedule
 from curriculum_ds.errors import ResumeError
-from curriculum_ds.schedule import PhaseSchedule
 
 # ----------------------------------------------------------------------------------------------
 # The current phase: data frozen, duration ≥ consumed

@@ -11,8 +11,8 @@ from resume_sections import BASE, MID_MIX, loader_state, save, saved_curriculum
 
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.config import parse_curriculum
-from curriculum_ds.position import Position
-from curriculum_ds.schedule import PhaseSchedule, phase_fingerprint
+from curriculum_ds.core.position import Position
+from curriculum_ds.core.schedule import PhaseSchedule, phase_fingerprint
 
 
 def test_saved_curriculum_contents() -> None:

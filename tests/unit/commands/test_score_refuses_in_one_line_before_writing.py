@@ -303,8 +303,8 @@ def test_a_failed_write_is_one_line_and_leaves_the_metric_store(
 ) -> None:
     """A write that fails midway (disk full) is a DataError; metrics.npz keeps its bytes and no
     temporary file is left."""
-    import curriculum_ds.atomic_files as atomic_files
     import curriculum_ds.data.metric_store as store
+    import curriculum_ds.files.atomic as atomic_files
     from curriculum_ds.errors import DataError
 
     code, _ = two_folders(tmp_path)

@@ -38,8 +38,8 @@ def _training_side_losses(model_dir: Path, ids: list[np.ndarray]) -> np.ndarray:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from curriculum_ds.loss import per_sample_token_losses
-    from curriculum_ds.microbatch import collate
+    from curriculum_ds.core.loss import per_sample_token_losses
+    from curriculum_ds.core.microbatch import collate
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).eval()
     mb = collate(ids, np.arange(len(ids), dtype=np.int64))

@@ -14,9 +14,9 @@ import pytest
 from config_sections import base_section, refused
 
 from curriculum_ds.config import parse_curriculum
+from curriculum_ds.core.schedule import phase_fingerprint
 from curriculum_ds.errors import ConfigError
 from curriculum_ds.preflight.model import check_model_context
-from curriculum_ds.schedule import phase_fingerprint
 
 MIX = 'curriculum.schedule[1] ("mix").train_loader'
 

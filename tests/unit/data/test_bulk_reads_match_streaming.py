@@ -17,8 +17,8 @@ from helpers import make_dataset, ragged_docs
 from object_store import s3_server, upload_folder
 
 from curriculum_ds.config import PhaseConfig
+from curriculum_ds.core.loader import PhaseLoader, collate
 from curriculum_ds.data import prepare, sync_stream_metadata
-from curriculum_ds.loader import PhaseLoader, collate
 
 
 def _phase(local: Path, remote: str | None = None, max_seq_len: int = 64) -> PhaseConfig:

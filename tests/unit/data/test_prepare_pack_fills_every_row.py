@@ -149,7 +149,7 @@ def test_num_tokens_cannot_bucket_packed_rows(tmp_path: Path) -> None:
 
 def test_phase_loader_refuses_packed_rows_longer_than_its_phase(tmp_path: Path) -> None:
     from curriculum_ds.config import PhaseConfig
-    from curriculum_ds.loader import PhaseLoader
+    from curriculum_ds.core.loader import PhaseLoader
 
     packed = make_dataset(tmp_path, "packed", DOCS, max_seq_len=64, pack=True)
 

@@ -21,10 +21,10 @@ from object_store import delete_object, s3_server, upload_folder
 
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import PhaseConfig, parse_curriculum
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.data import prepare, sync_stream_metadata
 from curriculum_ds.data.remote import hash_algorithm, list_remote
 from curriculum_ds.errors import ConfigError, DataError, DownloadError
-from curriculum_ds.loader import PhaseLoader
 from curriculum_ds.preflight import check_streams
 
 

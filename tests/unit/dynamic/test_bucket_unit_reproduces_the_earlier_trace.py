@@ -19,8 +19,8 @@ import pytest
 from helpers import make_dataset, ragged_docs
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import make_reweighter
-from curriculum_ds.loader import PhaseLoader
 
 EARLIER_DIGESTS = {
     "samples": "0bbd92a58dc90d9ee5f8ba9f449c56ad3b4a73b3a1bc607a7a0c5c30bb8896ef",

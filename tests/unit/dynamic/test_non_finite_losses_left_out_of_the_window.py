@@ -13,9 +13,9 @@ import pytest
 from helpers import make_dataset, ragged_docs, recompute
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import BucketReweighter, bucket_probs, bucket_scores
 from curriculum_ds.kernels import RollingWindow, bucket_edges
-from curriculum_ds.loader import PhaseLoader
 
 FINITE = [1.0, 2.0, 3.0, 4.0]
 BAD = [float("nan"), float("inf"), float("-inf")]

@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import (
     BucketReweighter,
     StreamReweighter,
@@ -25,7 +26,6 @@ from curriculum_ds.dynamic import (
     bucket_scores,
 )
 from curriculum_ds.kernels import assign_buckets, bucket_edges
-from curriculum_ds.loader import PhaseLoader
 
 
 # ------------------------------------------------------------------------------ bucket_probs

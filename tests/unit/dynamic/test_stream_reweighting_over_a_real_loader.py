@@ -18,11 +18,11 @@ import pytest
 from helpers import make_dataset, ragged_docs
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import MixtureUpdate, StreamReweighter, make_reweighter, mixture_probs
 from curriculum_ds.dynamic.signals import excess_losses, learnability_scores
 from curriculum_ds.dynamic.window import StreamWindow
 from curriculum_ds.errors import ConfigError
-from curriculum_ds.loader import PhaseLoader
 
 NOISE = 2  # the stream whose loss stays high
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from curriculum_ds.microbatch import collate
+from curriculum_ds.core.microbatch import collate
 
 VOCAB = 11
 

@@ -20,8 +20,8 @@ import torch
 from helpers import make_dataset, ragged_docs
 
 from curriculum_ds.config import parse_curriculum
+from curriculum_ds.core.schedule import PhaseSchedule
 from curriculum_ds.plugin.evaluation import Evaluator
-from curriculum_ds.schedule import PhaseSchedule
 
 VOCAB = 257
 

@@ -18,7 +18,7 @@ import torch
 from helpers import make_dataset, ragged_docs, write_ds_config
 
 import curriculum_ds
-from curriculum_ds.loader import PhaseLoader
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.plugin.engine import load_run_config
 
 STEPS, RECOMPUTE = 6, 2

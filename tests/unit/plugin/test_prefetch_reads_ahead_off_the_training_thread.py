@@ -187,7 +187,9 @@ def test_a_read_that_fails_on_the_thread_is_the_same_one_line_error(
     # a download or hash failure happens to a shard not cached yet, which the loader reads
     # through streaming's __getitem__ (its bulk reader maps cached shards only): every read here
     # takes that path
-    monkeypatch.setattr("curriculum_ds.sample_reader.BulkReader.of", staticmethod(lambda _: None))
+    monkeypatch.setattr(
+        "curriculum_ds.core.sample_reader.BulkReader.of", staticmethod(lambda _: None)
+    )
     errors = {}
     for prefetch in (0, 2):
         readers.clear()

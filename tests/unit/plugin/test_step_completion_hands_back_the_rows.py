@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from curriculum_ds.core.position import Position
 from curriculum_ds.dynamic import MixtureUpdate
 from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
 from curriculum_ds.plugin.stats import StepStats
-from curriculum_ds.position import Position
 from curriculum_ds.records.schema import MetricsRow, StepOutcome
 
 

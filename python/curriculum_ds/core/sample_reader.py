@@ -6,7 +6,7 @@ memory-mapped shards (:class:`~curriculum_ds.data.bulk.BulkReader`), byte-identi
 ``StreamingDataset.__getitem__``, which reads them instead when a shard is not cached yet (a
 remote stream's sample is then downloaded first, by mosaicml-streaming, one process per node, and
 checked against its recorded hash). The order in which samples are read is the phase loader's
-(:mod:`curriculum_ds.loader`); this module only reads.
+(:mod:`curriculum_ds.core.loader`); this module only reads.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from curriculum_ds.core.loss import IGNORE_INDEX
+from curriculum_ds.core.microbatch import MicroBatch, collate
 from curriculum_ds.data import close_stream, open_stream
 from curriculum_ds.data.bulk import BulkReader
 from curriculum_ds.data.streams import drop_cached_shard
 from curriculum_ds.data.streams import streaming_registration as _streaming_registration
 from curriculum_ds.errors import DownloadError
-from curriculum_ds.loss import IGNORE_INDEX
-from curriculum_ds.microbatch import MicroBatch, collate
 
 __all__ = ["SampleReader"]
 

@@ -22,8 +22,8 @@ from curriculum_ds.checkpoint.substates import LoaderState
 from curriculum_ds.commands.schedule_table import describe_schedule
 from curriculum_ds.config import PhaseConfig, load_config
 from curriculum_ds.config.ramps import value_at
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.kernels import blend_samples, blend_tokens
-from curriculum_ds.loader import PhaseLoader
 
 pytestmark = pytest.mark.usefixtures("no_token_reader")
 

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from curriculum_ds.loss import IGNORE_INDEX
+from curriculum_ds.core.loss import IGNORE_INDEX
 
 __all__ = ["MicroBatch", "collate", "collate_flat"]
 

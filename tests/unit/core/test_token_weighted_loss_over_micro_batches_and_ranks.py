@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from curriculum_ds.loss import (
+from curriculum_ds.core.loss import (
     IGNORE_INDEX,
     count_valid_tokens,
     global_valid_tokens,

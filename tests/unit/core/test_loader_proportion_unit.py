@@ -21,9 +21,9 @@ from helpers import make_dataset, ragged_docs
 
 from curriculum_ds.commands.schedule_table import describe_schedule, mix_shares
 from curriculum_ds.config import PhaseConfig, load_config
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.data import read_stream_info
 from curriculum_ds.kernels import blend_samples, blend_tokens
-from curriculum_ds.loader import PhaseLoader
 
 BATCH_SIZES = (16, 1, 7, 64, 3, 32)
 

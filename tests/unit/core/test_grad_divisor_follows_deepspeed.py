@@ -1,4 +1,5 @@
-"""The gradient divisor DeepSpeed 0.19.8 applies, as ``curriculum_ds.loss`` reads it, in-process.
+"""The gradient divisor DeepSpeed 0.19.8 applies, as ``curriculum_ds.core.loss`` reads it,
+in-process.
 
 ``deepspeed_grad_divisor`` from the engine's settings (ZeRO stage, ``gradient_average``,
 ``postscale_gradients``, ``gradient_predivide_factor``) and ``engine_grad_divisor`` from an
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from curriculum_ds.loss import deepspeed_grad_divisor, engine_grad_divisor
+from curriculum_ds.core.loss import deepspeed_grad_divisor, engine_grad_divisor
 
 
 def test_deepspeed_grad_divisor_follows_deepspeed():

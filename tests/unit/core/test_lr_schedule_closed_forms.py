@@ -1,5 +1,6 @@
 """``curriculum.lr_schedule`` (issue 11 item 4, issue 14 item 6): the closed forms of
-:mod:`curriculum_ds.lr_schedule`, evaluated at a step's END progress, and how they are applied to
+:mod:`curriculum_ds.core.lr_schedule`, evaluated at a step's END progress, and how they are applied
+to
 an optimizer's param groups."""
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from curriculum_ds.config import parse_curriculum
+from curriculum_ds.core.lr_schedule import BASE_LR_KEY, LRSchedule, apply_lr
 from curriculum_ds.errors import ConfigError
-from curriculum_ds.lr_schedule import BASE_LR_KEY, LRSchedule, apply_lr
 
 
 def _section(lr_schedule: dict[str, Any], *, unit: str = "tok") -> dict[str, Any]:

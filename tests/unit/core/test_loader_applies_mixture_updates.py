@@ -16,8 +16,8 @@ from helpers import make_dataset, ragged_docs
 
 from curriculum_ds.checkpoint.substates import LoaderState
 from curriculum_ds.config import PhaseConfig
+from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import MixtureUpdate
-from curriculum_ds.loader import PhaseLoader
 
 GBS = 10
 

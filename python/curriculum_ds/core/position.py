@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from curriculum_ds.schedule import Progress
+from curriculum_ds.core.schedule import Progress
 
 __all__ = ["Position"]
 

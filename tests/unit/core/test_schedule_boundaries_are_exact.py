@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 
 from curriculum_ds.commands.schedule_table import describe_schedule
 from curriculum_ds.config import CurriculumConfig, load_config, parse_curriculum
-from curriculum_ds.errors import ConfigError, ResumeError
-from curriculum_ds.schedule import (
+from curriculum_ds.core.schedule import (
     PhaseSchedule,
     phase_fingerprint,
     progress_from_str,
     progress_to_str,
 )
+from curriculum_ds.errors import ConfigError, ResumeError
 
 
 def make_cfg(durations: list[str], max_duration: str | None = None) -> CurriculumConfig:

@@ -1,6 +1,6 @@
 """A saved phase loader state, checked and parsed before the loader takes any of it.
 
-:meth:`PhaseLoader.load_state_dict <curriculum_ds.loader.PhaseLoader.load_state_dict>` calls
+:meth:`PhaseLoader.load_state_dict <curriculum_ds.core.loader.PhaseLoader.load_state_dict>` calls
 :func:`parse_loader_state`, which reads every counter of a ``PhaseLoader.state_dict`` and checks
 it against the phase (its number of streams, their sizes, its ``proportion_unit``, whether its mix
 moves) and hands back a :class:`LoaderCounters`; nothing of the loader changes unless all of it

@@ -127,7 +127,7 @@ class LRSchedule:
             peak: the optimizer's ``lr`` when the ds_config gives it (shown as the peak).
             last_phase: the wsd decay was given as ``"last_phase"`` (said so).
         """
-        from curriculum_ds.schedule import duration_str
+        from curriculum_ds.core.schedule import duration_str
 
         def show(value: int | Fraction) -> str:
             return duration_str(unit, value) if value else f"0{unit}"

@@ -1,0 +1,18 @@
+"""The curriculum logic under the API: pure, deterministic, no engine and no ranks.
+
+Module map:
+
+* ``schedule.py``: the phase schedule in exact units (``Progress``, phase boundaries);
+* ``position.py``: the run's four counters as one frozen ``Position``;
+* ``loader.py``: ``PhaseLoader``, a phase's deterministic global batches (the deficit blend,
+  per-stream samplers, moving mixtures); ``PhaseLoader.apply`` is the one place a re-weighting's
+  ``MixtureUpdate`` reaches it;
+* ``loader_state.py``: a saved loader state checked against its phase before the loader takes it;
+* ``sample_reader.py``: ``SampleReader``, the phase's streams read by ``(stream, sample)``;
+* ``microbatch.py``: ``MicroBatch`` and ``collate`` (right-padding, loss masks);
+* ``loss.py``: the one owner of the token-weighted loss normalisation;
+* ``lr_schedule.py``: the learning rate as a function of progress.
+
+Nothing here imports the plugin, the engine or ``dynamic/``'s methods (the loader reads only
+``dynamic.update``'s two value types).
+"""
