@@ -178,8 +178,8 @@ def load(
     load_dir, tag = saved.load_dir, saved.tag
     # DeepSpeed unpickles every file of the tag with torch.load(weights_only=False), which runs
     # any code a crafted file names: each goes through the safe loader first (open_tag did that
-    # for the files there when it read the tag; a file it did not see is checked now)
-    safe_load.check_files(p for p in safe_load.tag_files(saved.path) if p not in saved.checked)
+    # when it read the tag; a file added or rewritten since is checked now)
+    safe_load.check_unchecked(saved.path, saved.checked)
     universal_tag = universal.prepare(engine, saved)  # another data-parallel world size
     try:
         if universal_tag is None:

@@ -47,8 +47,10 @@ class SavedTag:
         dp_world_size: data-parallel ranks the tag was written on (None: not recorded).
         train_batch_size: its ds_config's global batch size in samples (None: not recorded).
         global_steps: DeepSpeed's optimizer step count at the save (None: not recorded).
-        checked: the tag's files :func:`open_tag` passed through the safe loader (DeepSpeed's
-            load checks any other file it would open first).
+        checked: the tag's files as :func:`open_tag` passed them through the safe loader
+            (:data:`~curriculum_ds.checkpoint.safe_load.Stamp`: path, size, modification
+            time); DeepSpeed's load first checks any file it would open that is not there as
+            it is now.
     """
 
     load_dir: Path
@@ -57,7 +59,7 @@ class SavedTag:
     dp_world_size: int | None = None
     train_batch_size: int | None = None
     global_steps: int | None = None
-    checked: frozenset[Path] = frozenset()
+    checked: frozenset[safe_load.Stamp] = frozenset()
 
     @property
     def path(self) -> Path:
@@ -91,9 +93,10 @@ def open_tag(load_dir: Path, tag: str) -> SavedTag:
 def _read_tag(load_dir: Path, tag: str) -> SavedTag:
     tag_dir = load_dir / tag
     states_file = _states_file(tag_dir)
+    files = safe_load.tag_files(tag_dir)
+    checked = frozenset(safe_load.stamp(p) for p in files)  # as they are before the reads
     states = _read_states(states_file)
-    others = [p for p in safe_load.tag_files(tag_dir) if p != states_file]
-    safe_load.check_files(others)
+    safe_load.check_files(p for p in files if p != states_file)
     saved = states.get("curriculum")
     ds_config = states.get("ds_config") or {}
     batch = ds_config.get("train_batch_size") if isinstance(ds_config, dict) else None
@@ -104,7 +107,7 @@ def _read_tag(load_dir: Path, tag: str) -> SavedTag:
         dp_world_size=_int_or_none(states.get("dp_world_size")),
         train_batch_size=_int_or_none(batch),
         global_steps=_int_or_none(states.get("global_steps")),
-        checked=frozenset([states_file, *others]),
+        checked=checked,
     )
 
 

@@ -49,10 +49,16 @@ __all__ = [
     "ALLOWED_GLOBALS",
     "DEEPSPEED_GLOBALS",
     "NUMPY_GLOBALS",
+    "Stamp",
     "check_files",
+    "check_unchecked",
     "load",
+    "stamp",
     "tag_files",
 ]
+
+Stamp = tuple[str, int, int]
+"""A file as it was checked: ``(path, size in bytes, modification time in ns)``."""
 
 _NUMERIC_DTYPES = (
     "BoolDType",
@@ -195,3 +201,22 @@ def check_files(paths: Iterable[Path]) -> None:
     """
     for path in paths:
         load(path)
+
+
+def stamp(path: Path) -> Stamp:
+    """``path`` as it is now (:data:`Stamp`); take it before the file is checked."""
+    st = path.stat()
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+def check_unchecked(tag_dir: Path, checked: frozenset[Stamp]) -> None:
+    """:func:`check_files` of the files of ``tag_dir`` not in ``checked`` as they are now.
+
+    What DeepSpeed will open that an earlier check did not see: a file added since, or one
+    rewritten (another size or modification time). Right before DeepSpeed opens the tag.
+
+    Raises:
+        UnsafeCheckpointError: such a file needs a global outside :data:`ALLOWED_GLOBALS`.
+        ResumeError: such a file cannot be read.
+    """
+    check_files(p for p in tag_files(tag_dir) if stamp(p) not in checked)

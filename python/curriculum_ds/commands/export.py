@@ -274,8 +274,9 @@ def _build_hf_model(model: str | os.PathLike[str] | None, run: RunConfig | None)
     if model is not None:
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        config = AutoConfig.from_pretrained(model)
-        return AutoModelForCausalLM.from_config(config)
+        # trust_remote_code off: a folder whose model needs its own code is refused, never run
+        config = AutoConfig.from_pretrained(model, trust_remote_code=False)
+        return AutoModelForCausalLM.from_config(config, trust_remote_code=False)
     assert run is not None  # the caller passes one of the two
     from curriculum_ds.default_model import build_model
 

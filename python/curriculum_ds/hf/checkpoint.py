@@ -103,7 +103,7 @@ def _state_file(folder: str | os.PathLike[str]) -> Path:
 
 
 def check_folder(cfg: CurriculumConfig, folder: Path) -> dict[str, Any]:
-    """The saved state of ``folder``, checked against ``cfg`` and the safe loader.
+    """The saved state of ``folder``, checked by the safe loader, then against ``cfg``.
 
     HF's resume loads the folder's DeepSpeed tag with ``engine.load_checkpoint``, which
     unpickles its files with ``torch.load(weights_only=False)`` (any code a crafted file names
@@ -114,19 +114,19 @@ def check_folder(cfg: CurriculumConfig, folder: Path) -> dict[str, Any]:
     Raises:
         UnsafeCheckpointError: a file of the folder needs a pickle global outside the allow-list
             (names the file and the global); nothing has unpickled it.
-        ResumeError: one line naming the phase and field of the first forbidden change
-            (:func:`curriculum_ds.checkpoint.rules.check_resume`), an unreadable state, or no
-            readable DeepSpeed tag in ``folder``.
+        ResumeError: an unreadable state, no readable DeepSpeed tag in ``folder``, or one line
+            naming the phase and field of the first forbidden change
+            (:func:`curriculum_ds.checkpoint.rules.check_resume`).
     """
     from curriculum_ds.checkpoint import safe_load
     from curriculum_ds.checkpoint.files import locate_checkpoint
     from curriculum_ds.checkpoint.rules import check_resume
 
     state = read_state(folder)
-    check_resume(cfg, state)
     try:
         load_dir, tag = locate_checkpoint(folder)
         safe_load.check_files(safe_load.tag_files(load_dir / tag))
     except ResumeError as exc:
         raise type(exc)(f"resume_from_checkpoint: {exc}") from None
+    check_resume(cfg, state)
     return state
