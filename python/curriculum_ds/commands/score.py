@@ -155,7 +155,9 @@ def _load_model(model_dir: Path) -> Any:
     hf_logging.set_verbosity_error()  # its warnings would break the one-line refusal
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            model_dir, local_files_only=True, trust_remote_code=False  # its own code: refused
+            model_dir,
+            local_files_only=True,
+            trust_remote_code=False,  # its own code: refused
         )
     except Exception as err:  # HF raises OSError, ValueError, KeyError, ... for a bad folder
         text = str(err).strip()
