@@ -81,8 +81,9 @@ def test_export_refuses_it_and_writes_nothing(tmp_path, payload_in):
 
 @pytest.mark.parametrize("payload_in", PAYLOADS)
 def test_the_reference_loop_refuses_it_before_deepspeed_starts(
-    tmp_path, ds_config, payload_in, capsys
+    tmp_path, ds_config, payload_in, capsys, monkeypatch
 ):
+    monkeypatch.setenv("LOCAL_RANK", "0")  # main sets it: undone after the test
     marker = tmp_path / "MARKER"
     run_dir = tmp_path / "run"
     tag = crafted_tag(run_dir / "checkpoints", marker, payload_in=payload_in)
