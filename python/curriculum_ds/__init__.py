@@ -24,6 +24,7 @@ from curriculum_ds.errors import (
     ResumeError,
     SamplingError,
     StepError,
+    UnsafeCheckpointError,
 )
 from curriculum_ds.kernels import (
     BucketSampler,
@@ -84,6 +85,7 @@ __all__ = [
     "SamplingError",
     "Step",
     "StepError",
+    "UnsafeCheckpointError",
     "WeightedSampler",
     "__version__",
     "assign_buckets",

@@ -36,7 +36,8 @@ def build_model(model: str | None, cfg: Any, max_seq_len: int) -> Any:
             raise ConfigError(
                 f"--model {model}: not a local model folder (no download at run time)"
             )
-        return AutoModelForCausalLM.from_pretrained(model)
+        # trust_remote_code off: a folder whose model needs its own code is refused, never run
+        return AutoModelForCausalLM.from_pretrained(model, trust_remote_code=False)
     known = [v for v in vocab_sizes if v is not None]
     if not known:
         raise ConfigError("curriculum.schedule: no stream records its vocab_size; pass --model")

@@ -19,6 +19,7 @@ __all__ = [
     "ResumeError",
     "SamplingError",
     "StepError",
+    "UnsafeCheckpointError",
 ]
 
 
@@ -45,6 +46,14 @@ class ConfigError(CurriculumError):
 
 class ResumeError(CurriculumError):
     """A checkpoint cannot be resumed under the current schedule (names the phase and field)."""
+
+
+class UnsafeCheckpointError(ResumeError):
+    """A checkpoint file needs a pickle global outside the allow-list: reading it could run code.
+
+    Names the file and the global (:mod:`curriculum_ds.checkpoint.safe_load`); nothing has
+    unpickled the file, and DeepSpeed never opens it.
+    """
 
 
 class CheckpointError(CurriculumError):

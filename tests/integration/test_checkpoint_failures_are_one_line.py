@@ -4,12 +4,16 @@ ZeRO-2 so that the optimizer state is a file of its own).
 
 A run writes ``global_step1`` and ``global_step2``; copies of it are then damaged and resumed
 with ``--resume auto``: ``latest`` naming a tag that is not there, an empty ``latest``, the
-model states truncated, the optimizer states missing or truncated. And a run whose checkpoints
-folder cannot be created fails at its first save with one line, ``latest`` never written. The
-failing runs share one process (``helpers.launch_many(launcher=False)``: each a whole
-``curriculum_ds.train.main``, as ``python -m curriculum_ds.train`` runs it).
+model states truncated, the optimizer states missing or truncated, and (issue 31) the model or
+optimizer states rewritten with a code payload (tests/crafted_checkpoints.py: refused in one line
+naming the file and the global, before DeepSpeed starts; the payload never runs). A ``latest``
+naming a tag that is missing or cannot be read also names ``global_step1`` and the ``--resume``
+option that continues from it (issue 31, item 6). And a run whose checkpoints folder cannot be
+created fails at its first save with one line, ``latest`` never written. The failing runs share
+one process (``helpers.launch_many(launcher=False)``: each a whole ``curriculum_ds.train.main``,
+as ``python -m curriculum_ds.train`` runs it).
 
-From issue 13, item 4.
+From issue 13, item 4, and issue 31, items 1 and 6.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from crafted_checkpoints import MODEL_STATES, OPTIM_STATES, inject_payload
 from helpers import fixed_docs, launch_many, make_dataset, run_train_module, write_ds_config
 
 pytestmark = pytest.mark.distributed
@@ -66,6 +71,16 @@ def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:100])
 
 
+NEWEST_READABLE = (
+    "; the newest readable tag there is {tag}: `--resume {ck}/{tag}` continues from it"
+)
+"""What a refusal of the tag ``latest`` names adds (issue 31, item 6)."""
+
+
+def _marker(ck: Path) -> Path:
+    return ck.parent / "MARKER"  # what a payload would create
+
+
 DAMAGE: list[tuple[str, Callable[[Path], None], str]] = [
     (
         "latest names a missing tag",
@@ -89,8 +104,18 @@ DAMAGE: list[tuple[str, Callable[[Path], None], str]] = [
     ),
     (
         "optimizer states truncated",
-        lambda ck: _truncate(ck / "global_step2" / "zero_pp_rank_0_mp_rank_00_optim_states.pt"),
-        "{ck}/global_step2: DeepSpeed cannot load this checkpoint into this engine (",
+        lambda ck: _truncate(ck / "global_step2" / OPTIM_STATES),
+        "{ck}/global_step2/" + OPTIM_STATES + ": cannot be read (",
+    ),
+    (
+        "model states carry a code payload",
+        lambda ck: inject_payload(ck / "global_step2" / MODEL_STATES, _marker(ck)),
+        "{ck}/global_step2/" + MODEL_STATES + ": refused: it needs the global posix.system, ",
+    ),
+    (
+        "optimizer states carry a code payload",
+        lambda ck: inject_payload(ck / "global_step2" / OPTIM_STATES, _marker(ck)),
+        "{ck}/global_step2/" + OPTIM_STATES + ": refused: it needs the global posix.system, ",
     ),
 ]
 
@@ -129,6 +154,16 @@ def test_a_damaged_checkpoint_is_one_line(failures: dict[str, Any], what: str, l
     ckpts, proc = failures[what]
     error = _one_error_line(proc)
     assert error.startswith(line.format(ck=ckpts)), error
+    # the tag our reads refuse: the newest readable other one is named (DeepSpeed's own load
+    # failure, of a missing optimizer file, names none)
+    newest = {
+        "latest names a missing tag": "global_step2",
+        "latest is empty": "global_step2",
+        "optimizer states missing": None,
+    }.get(what, "global_step1")
+    if newest is not None:
+        assert error.endswith(NEWEST_READABLE.format(ck=ckpts, tag=newest)), error
+    assert not _marker(ckpts).exists()
 
 
 def test_a_save_that_fails_is_one_line_and_moves_no_latest(failures: dict[str, Any]) -> None:

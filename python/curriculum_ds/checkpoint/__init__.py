@@ -13,6 +13,8 @@ Modules, one concern each:
 * ``substates``: its loader and re-weighting parts, typed (:class:`LoaderState`,
   :class:`DynamicState`), refusing a malformed one by naming the key;
 * ``rules``: the resume rules (:func:`check_resume` → :class:`ResumePlan`), pure;
+* ``safe_load``: every checkpoint file unpickled by torch's ``weights_only`` loader with one
+  allow-list, and each file DeepSpeed will open checked that way before it does;
 * ``files``: finding and reading a tag without DeepSpeed (``latest``, ``--resume``,
   :func:`open_tag`, the ``validate --resume-from`` verdict);
 * ``engine_io``: DeepSpeed save/load of a tag with the curriculum inside, and the ``latest``

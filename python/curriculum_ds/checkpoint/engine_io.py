@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
-from curriculum_ds.checkpoint import universal
+from curriculum_ds.checkpoint import safe_load, universal
 from curriculum_ds.checkpoint.adam_powers import restore_adam_powers
 from curriculum_ds.checkpoint.files import SavedTag, locate_checkpoint, open_tag
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume, fresh_plan
@@ -167,6 +167,8 @@ def load(
         :func:`~curriculum_ds.checkpoint.rules.fresh_plan` with the engine's step count).
 
     Raises:
+        UnsafeCheckpointError: a file of the tag (or of its universal conversion) needs a
+            pickle global outside the safe loader's allow-list; DeepSpeed has not opened it.
         ResumeError: the resume rules refuse it (the engine is untouched then), its files cannot
             be read, or DeepSpeed cannot load it into this engine (another model's, a missing or
             truncated file, a data-parallel world size it cannot take): one line naming it.
@@ -174,6 +176,10 @@ def load(
     if plan is None:
         plan = check_resume(config, saved)  # refuse before the engine changes
     load_dir, tag = saved.load_dir, saved.tag
+    # DeepSpeed unpickles every file of the tag with torch.load(weights_only=False), which runs
+    # any code a crafted file names: each goes through the safe loader first (open_tag did that
+    # when it read the tag; a file added or rewritten since is checked now)
+    safe_load.check_unchecked(saved.path, saved.checked)
     universal_tag = universal.prepare(engine, saved)  # another data-parallel world size
     try:
         if universal_tag is None:

@@ -3,15 +3,21 @@
 :func:`open_tag` reads a tag's model states file once into a :class:`SavedTag`: the curriculum
 state (typed) and the DeepSpeed bookkeeping a resume looks at (the data-parallel world size, the
 global batch size, the step count). The resume rules, the global batch note and the elastic
-conversion all take that value; nothing reopens the file.
+conversion all take that value; nothing reopens the file. Every file is read through
+:mod:`curriculum_ds.checkpoint.safe_load` (``weights_only``, one allow-list), and ``open_tag``
+also passes the tag's other files (optimizer states, other ranks' model states) through it,
+since DeepSpeed unpickles them with ``weights_only=False`` when it loads the tag.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.checkpoint import safe_load
+from curriculum_ds.checkpoint.retention import UNIVERSAL_SUFFIX as _UNIVERSAL
 from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.errors import ResumeError
 
@@ -41,6 +47,10 @@ class SavedTag:
         dp_world_size: data-parallel ranks the tag was written on (None: not recorded).
         train_batch_size: its ds_config's global batch size in samples (None: not recorded).
         global_steps: DeepSpeed's optimizer step count at the save (None: not recorded).
+        checked: the tag's files as :func:`open_tag` passed them through the safe loader
+            (:data:`~curriculum_ds.checkpoint.safe_load.Stamp`: path, size, modification
+            time); DeepSpeed's load first checks any file it would open that is not there as
+            it is now.
     """
 
     load_dir: Path
@@ -49,6 +59,7 @@ class SavedTag:
     dp_world_size: int | None = None
     train_batch_size: int | None = None
     global_steps: int | None = None
+    checked: frozenset[safe_load.Stamp] = frozenset()
 
     @property
     def path(self) -> Path:
@@ -60,13 +71,32 @@ def open_tag(load_dir: Path, tag: str) -> SavedTag:
     """Read the tag ``load_dir/tag``: its model states file once, into a :class:`SavedTag`.
 
     The model's tensors are not read (the file is memory-mapped and only DeepSpeed's bookkeeping
-    and the client state are kept). Deterministic.
+    and the client state are kept). Every other file DeepSpeed opens when it loads or converts
+    the tag (:func:`~curriculum_ds.checkpoint.safe_load.tag_files`) is loaded once by the safe
+    loader and dropped: a file that could run code is refused here, before DeepSpeed starts.
+    Deterministic.
 
     Raises:
-        ResumeError: no model states file, it cannot be read (names the file), or its curriculum
-            state is malformed (names the key).
+        UnsafeCheckpointError: a file needs a pickle global outside the allow-list (names the
+            file and the global).
+        ResumeError: no model states file, a file cannot be read (names the file), or its
+            curriculum state is malformed (names the key). When ``latest`` names this tag, the
+            line also names the newest readable tag beside it and the ``--resume`` option that
+            continues from it.
     """
-    states = model_states(load_dir / tag)
+    try:
+        return _read_tag(load_dir, tag)
+    except ResumeError as exc:
+        raise type(exc)(f"{exc}{_fallback(load_dir, tag)}") from None
+
+
+def _read_tag(load_dir: Path, tag: str) -> SavedTag:
+    tag_dir = load_dir / tag
+    states_file = _states_file(tag_dir)
+    files = safe_load.tag_files(tag_dir)
+    checked = frozenset(safe_load.stamp(p) for p in files)  # as they are before the reads
+    states = _read_states(states_file)
+    safe_load.check_files(p for p in files if p != states_file)
     saved = states.get("curriculum")
     ds_config = states.get("ds_config") or {}
     batch = ds_config.get("train_batch_size") if isinstance(ds_config, dict) else None
@@ -77,6 +107,7 @@ def open_tag(load_dir: Path, tag: str) -> SavedTag:
         dp_world_size=_int_or_none(states.get("dp_world_size")),
         train_batch_size=_int_or_none(batch),
         global_steps=_int_or_none(states.get("global_steps")),
+        checked=checked,
     )
 
 
@@ -97,7 +128,9 @@ def locate_checkpoint(ckpt: Path) -> tuple[Path, str]:
     if latest.is_file():
         tag = _read_latest(latest)
         if not tag or "/" in tag or not (ckpt / tag).is_dir():
-            raise ResumeError(f"{latest} names {tag!r}, which is not a folder there")
+            raise ResumeError(
+                f"{latest} names {tag!r}, which is not a folder there{_fallback(ckpt, tag)}"
+            )
         return ckpt, tag
     if any(ckpt.glob("*model_states.pt")):
         return ckpt.parent, ckpt.name
@@ -155,23 +188,70 @@ def model_states(tag_dir: Path) -> dict[str, Any]:
     """The ``mp_rank_00`` model states of the tag folder ``tag_dir``, memory-mapped.
 
     The model's tensors are not read until used: DeepSpeed's bookkeeping (``dp_world_size``,
-    ``global_steps``, ``ds_config``) and the client state are what callers read.
+    ``global_steps``, ``ds_config``) and the client state are what callers read. Read by the
+    safe loader (:func:`curriculum_ds.checkpoint.safe_load.load`): no code the file names runs.
 
     Raises:
+        UnsafeCheckpointError: the file needs a pickle global outside the allow-list.
         ResumeError: no such file, or it cannot be read (names the file).
     """
-    import torch
+    return _read_states(_states_file(tag_dir))
 
+
+def _states_file(tag_dir: Path) -> Path:
     files = sorted(tag_dir.glob("*mp_rank_00_model_states.pt"))
     if not files:
         raise ResumeError(f"{tag_dir}: no mp_rank_00 model states file")
-    try:
-        state = torch.load(files[0], map_location="cpu", weights_only=False, mmap=True)
-    except Exception as exc:  # a truncated or foreign file: one line, not a traceback
-        raise ResumeError(f"{files[0]}: cannot be read ({type(exc).__name__}: {exc})") from None
+    return files[0]
+
+
+def _read_states(path: Path) -> dict[str, Any]:
+    state = safe_load.load(path)
     if not isinstance(state, dict):
-        raise ResumeError(f"{files[0]}: not a DeepSpeed model states file")
+        raise ResumeError(f"{path}: not a DeepSpeed model states file")
     return state
+
+
+_STEP = re.compile(r"(\d+)$")
+
+
+def _fallback(load_dir: Path, tag: str) -> str:
+    """When ``load_dir/latest`` names ``tag``: the newest readable other tag and how to resume it.
+
+    "Newest" by the number a tag's name ends with (``global_step<N>``), then by modification
+    time; "readable" as :func:`open_tag` reads it. Only for a refusal (reads tags until one
+    passes). Empty when ``latest`` does not name ``tag``.
+    """
+    try:
+        if _read_latest(load_dir / "latest") != tag:
+            return ""
+    except ResumeError:
+        return ""
+    candidates = [
+        p
+        for p in load_dir.iterdir()
+        if p.is_dir()
+        and p.name != tag
+        and not p.name.startswith(".")
+        and not p.name.endswith(_UNIVERSAL)
+        and any(p.glob("*model_states.pt"))
+    ]
+    candidates.sort(key=_newness, reverse=True)
+    for candidate in candidates:
+        try:
+            _read_tag(load_dir, candidate.name)
+        except ResumeError:
+            continue
+        return (
+            f"; the newest readable tag there is {candidate.name}: "
+            f"`--resume {candidate}` continues from it"
+        )
+    return "; no other tag there is readable"
+
+
+def _newness(tag_dir: Path) -> tuple[int, int]:
+    match = _STEP.search(tag_dir.name)
+    return (int(match.group(1)) if match else -1, tag_dir.stat().st_mtime_ns)
 
 
 def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
@@ -186,15 +266,17 @@ def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
     return tag_dir.name, model_states(tag_dir).get("curriculum")
 
 
-def resume_verdict(run: RunConfig, ckpt: Path) -> str:
+def resume_verdict(run: RunConfig, ckpt: Path | SavedTag) -> str:
     """What resuming ``ckpt`` under ``run`` would do, as text; raises ResumeError if refused.
 
-    Progress is shown in the config's duration syntax with its unit (``4763tok``, ``0.5ep``).
+    ``ckpt`` is a checkpoints folder or tag folder, or a tag :func:`open_tag` has read (not read
+    again). Progress is shown in the config's duration syntax with its unit (``4763tok``,
+    ``0.5ep``).
     """
     from curriculum_ds.checkpoint.rules import check_resume
     from curriculum_ds.core.schedule import duration_str
 
-    saved = open_tag(*locate_checkpoint(ckpt))
+    saved = ckpt if isinstance(ckpt, SavedTag) else open_tag(*locate_checkpoint(ckpt))
     tag = saved.tag
     if saved.curriculum is None:
         return (

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 
+from curriculum_ds.checkpoint import safe_load
 from curriculum_ds.checkpoint.files import open_tag
 from curriculum_ds.checkpoint.retention import UNIVERSAL_SUFFIX
 from curriculum_ds.distributed import Topology
@@ -71,7 +72,8 @@ def prepare(engine: Any, tag: SavedTag) -> str | None:
         tag: the tag as read by :func:`~curriculum_ds.checkpoint.files.open_tag`.
 
     Raises:
-        ResumeError: the conversion failed (one line naming the checkpoint; every rank raises).
+        ResumeError: the conversion failed, or a file of the universal copy does not pass the
+            safe loader (one line naming the checkpoint or the file; every rank raises).
     """
     load_dir, tag_dir = tag.load_dir, tag.path
     saved = tag.dp_world_size
@@ -85,6 +87,8 @@ def prepare(engine: Any, tag: SavedTag) -> str | None:
             if target.is_dir() and _older_than(target, tag_dir):
                 shutil.rmtree(target)  # the tag was written again since (a re-run of that step)
             if not target.is_dir():
+                # ds_to_universal unpickles the tag's files with weights_only=False: the files
+                # of ``tag`` went through the safe loader when it was read (open_tag)
                 _convert(tag_dir, target)
         except Exception as exc:  # DeepSpeed raises asserts, KeyErrors, FileNotFoundErrors ...
             detail = " ".join(str(exc).split())[:200] or type(exc).__name__
@@ -92,6 +96,11 @@ def prepare(engine: Any, tag: SavedTag) -> str | None:
                 f"{tag_dir}: written on {saved} data-parallel ranks, this run has {current}, "
                 f"and DeepSpeed cannot convert it to its universal format ({detail})"
             )
+        if error is None:
+            try:  # DeepSpeed's universal load unpickles the copy (found there, or just written)
+                safe_load.check_files(safe_load.tag_files(target))
+            except ResumeError as exc:
+                error = str(exc)
     if dist.is_initialized():
         verdict = [error]
         dist.broadcast_object_list(verdict, src=0)

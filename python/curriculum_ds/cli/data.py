@@ -267,9 +267,9 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
         if not resume_from.exists():
             raise ResumeError(f"--resume-from {resume_from}: no such folder")
 
-        verdict = resume_verdict(run, resume_from)
+        saved = open_tag(*locate_checkpoint(resume_from))  # every file, by the safe loader
+        verdict = resume_verdict(run, saved)
         # another global batch (world size, micro-batch, GAS): the resume's own note line
-        saved = open_tag(*locate_checkpoint(resume_from))
         note = global_batch_note(saved, run.global_batch_size(num_gpus))
         # another world size, the same batch, dynamic on: what is kept and what can differ
         note = note or elastic_dynamic_note(

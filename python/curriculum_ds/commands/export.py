@@ -96,9 +96,12 @@ def consolidated_state_dict(checkpoint: str | os.PathLike[str]) -> tuple[Path, d
         weights. Keys are the module's ``state_dict`` keys; tied weights share storage.
 
     Raises:
+        UnsafeCheckpointError: a file of the tag needs a pickle global outside the safe loader's
+            allow-list (:mod:`curriculum_ds.checkpoint.safe_load`); nothing unpickled it.
         ResumeError: ``checkpoint`` holds no DeepSpeed checkpoint, or its files cannot be read
             (one line naming the folder).
     """
+    from curriculum_ds.checkpoint import safe_load
     from curriculum_ds.checkpoint.files import locate_checkpoint
 
     path = Path(checkpoint)
@@ -107,10 +110,14 @@ def consolidated_state_dict(checkpoint: str | os.PathLike[str]) -> tuple[Path, d
     load_dir, tag = locate_checkpoint(path)  # refuses a `latest` naming no folder there
     tag_dir = load_dir / tag
     _set_deepspeed_env()
-    import torch
-
+    zero = any(tag_dir.glob("*zero_pp_rank_*_optim_states.pt"))
+    if zero:
+        # zero_to_fp32 unpickles the tag's model and optimizer states files with
+        # weights_only=False, which runs any code a crafted file names: each file goes through
+        # the safe loader first (a refusal names the file and the global)
+        safe_load.check_files(safe_load.tag_files(tag_dir))
     try:
-        if any(tag_dir.glob("*zero_pp_rank_*_optim_states.pt")):
+        if zero:
             from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
             quiet = io.StringIO()  # its progress prints and bars
@@ -123,10 +130,8 @@ def consolidated_state_dict(checkpoint: str | os.PathLike[str]) -> tuple[Path, d
                     f"{tag_dir}: no mp_rank_00_model_states.pt and no ZeRO optimizer shards: "
                     "not a DeepSpeed checkpoint tag"
                 )
-            state = torch.load(model_states, map_location="cpu", weights_only=False)["module"]
-    except (OSError, RuntimeError, KeyError, ValueError) as exc:
-        if isinstance(exc, ResumeError):
-            raise
+            state = safe_load.load(model_states)["module"]  # the one read of a ZeRO-0 tag
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ResumeError(f"{tag_dir}: cannot consolidate this checkpoint ({first})") from None
     return tag_dir, dict(state)
@@ -269,8 +274,9 @@ def _build_hf_model(model: str | os.PathLike[str] | None, run: RunConfig | None)
     if model is not None:
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        config = AutoConfig.from_pretrained(model)
-        return AutoModelForCausalLM.from_config(config)
+        # trust_remote_code off: a folder whose model needs its own code is refused, never run
+        config = AutoConfig.from_pretrained(model, trust_remote_code=False)
+        return AutoModelForCausalLM.from_config(config, trust_remote_code=False)
     assert run is not None  # the caller passes one of the two
     from curriculum_ds.default_model import build_model
 

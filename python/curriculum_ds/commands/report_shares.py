@@ -82,15 +82,21 @@ def read_targets(run_dir: Path) -> dict[int, PhaseTarget]:
     Returns:
         ``{phase index: PhaseTarget}``; empty when the run has no readable checkpoint or the
         checkpoint has no curriculum state.
+
+    Raises:
+        UnsafeCheckpointError: the checkpoint's model states file needs a pickle global outside
+            the safe loader's allow-list (names the file and the global).
     """
     ckpts = run_dir / "checkpoints"
     if not (ckpts / "latest").is_file():
         return {}
     from curriculum_ds.checkpoint.files import read_curriculum_state
-    from curriculum_ds.errors import CurriculumError
+    from curriculum_ds.errors import CurriculumError, UnsafeCheckpointError
 
     try:
-        _, saved = read_curriculum_state(ckpts)
+        _, saved = read_curriculum_state(ckpts)  # by the safe loader: no code in it runs
+    except UnsafeCheckpointError:
+        raise  # a file that could run code is refused, not passed over
     except (CurriculumError, OSError):
         return {}
     if not saved:

@@ -154,7 +154,11 @@ def _load_model(model_dir: Path) -> Any:
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its warnings would break the one-line refusal
     try:
-        model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir,
+            local_files_only=True,
+            trust_remote_code=False,  # its own code: refused
+        )
     except Exception as err:  # HF raises OSError, ValueError, KeyError, ... for a bad folder
         text = str(err).strip()
         detail = text.splitlines()[0] if text else type(err).__name__

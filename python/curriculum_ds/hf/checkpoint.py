@@ -6,8 +6,10 @@ Trainer state); the callback adds :data:`STATE_FILE` (the plugin's
 are written, atomically (a temporary file renamed over it). A resume continues only from a
 folder holding it: :func:`resume_folder` picks the newest such ``checkpoint-N`` for
 ``resume_from_checkpoint=True`` (a kill between HF's save and ours leaves the previous one),
-and :func:`check_folder` applies the plugin's resume rules (frozen completed phases, ...) with
-their one-line refusals before the Trainer builds anything.
+and :func:`check_folder` reads the state once (by the safe loader,
+:mod:`curriculum_ds.checkpoint.safe_load`), applies the plugin's resume rules (frozen completed
+phases, ...) with their one-line refusals and passes the folder's DeepSpeed tag through the safe
+loader, all before the Trainer builds anything.
 """
 
 from __future__ import annotations
@@ -47,18 +49,13 @@ def read_state(folder: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         ResumeError: ``folder`` holds no :data:`STATE_FILE` or it cannot be read (one line).
     """
-    import torch
+    from curriculum_ds.checkpoint import safe_load
 
-    path = Path(folder) / STATE_FILE
-    if not path.is_file():
-        raise ResumeError(
-            f"resume_from_checkpoint: {folder} holds no curriculum state ({STATE_FILE}); "
-            "resume from a checkpoint-N folder that CurriculumTrainer saved"
-        )
+    path = _state_file(folder)
     try:
-        state = torch.load(path, weights_only=False)  # numpy arrays: the re-weighting window
-    except Exception as exc:  # any unreadable file: the same refusal
-        raise ResumeError(f"resume_from_checkpoint: cannot read {path}: {exc}") from None
+        state = safe_load.load(path)  # numpy arrays (the re-weighting window) are allowed
+    except ResumeError as exc:  # any unreadable or refused file: one line naming it
+        raise type(exc)(f"resume_from_checkpoint: {exc}") from None
     if not isinstance(state, dict):
         raise ResumeError(f"resume_from_checkpoint: {path} does not hold a curriculum state")
     return state
@@ -90,19 +87,46 @@ def resume_folder(
             )
         return max(found)[1]
     folder = Path(resume)  # type: ignore[arg-type]
-    read_state(folder)  # refuses a folder without the state, in one line
+    _state_file(folder)  # refuses a folder without the state, in one line (read: check_folder)
     return folder
 
 
+def _state_file(folder: str | os.PathLike[str]) -> Path:
+    """``folder``'s :data:`STATE_FILE`; one line when it has none."""
+    path = Path(folder) / STATE_FILE
+    if not path.is_file():
+        raise ResumeError(
+            f"resume_from_checkpoint: {folder} holds no curriculum state ({STATE_FILE}); "
+            "resume from a checkpoint-N folder that CurriculumTrainer saved"
+        )
+    return path
+
+
 def check_folder(cfg: CurriculumConfig, folder: Path) -> dict[str, Any]:
-    """The saved state of ``folder``, checked against ``cfg`` by the plugin's resume rules.
+    """The saved state of ``folder``, checked by the safe loader, then against ``cfg``.
+
+    HF's resume loads the folder's DeepSpeed tag with ``engine.load_checkpoint``, which
+    unpickles its files with ``torch.load(weights_only=False)`` (any code a crafted file names
+    runs): every file of the tag ``folder/latest`` names goes through the safe loader first
+    (:mod:`curriculum_ds.checkpoint.safe_load`). HF's own files (``rng_state*.pth``,
+    ``scheduler.pt``) it loads with ``weights_only=True`` itself.
 
     Raises:
-        ResumeError: one line naming the phase and field of the first forbidden change
-            (:func:`curriculum_ds.checkpoint.rules.check_resume`), or an unreadable state.
+        UnsafeCheckpointError: a file of the folder needs a pickle global outside the allow-list
+            (names the file and the global); nothing has unpickled it.
+        ResumeError: an unreadable state, no readable DeepSpeed tag in ``folder``, or one line
+            naming the phase and field of the first forbidden change
+            (:func:`curriculum_ds.checkpoint.rules.check_resume`).
     """
+    from curriculum_ds.checkpoint import safe_load
+    from curriculum_ds.checkpoint.files import locate_checkpoint
     from curriculum_ds.checkpoint.rules import check_resume
 
     state = read_state(folder)
+    try:
+        load_dir, tag = locate_checkpoint(folder)
+        safe_load.check_files(safe_load.tag_files(load_dir / tag))
+    except ResumeError as exc:
+        raise type(exc)(f"resume_from_checkpoint: {exc}") from None
     check_resume(cfg, state)
     return state

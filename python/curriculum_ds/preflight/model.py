@@ -48,7 +48,30 @@ def _model_config(model: str | Path) -> dict[str, Any]:
         raise ConfigError(f"--model {model}: cannot read config.json: {detail}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"--model {model}: config.json is not a JSON object")
+    _refuse_custom_code(model, raw)
     return raw
+
+
+def _refuse_custom_code(model: str | Path, raw: dict[str, Any]) -> None:
+    """Refuse a model folder whose model type transformers builds only from the folder's code.
+
+    Models are loaded with ``trust_remote_code=False``, so such a folder would fail later (on
+    every rank, after DeepSpeed starts); it is one line here instead, and its code never runs
+    (docs/security.md). An ``auto_map`` beside a model type transformers ships is ignored by
+    transformers, and accepted.
+    """
+    if "auto_map" not in raw:
+        return
+    from transformers import CONFIG_MAPPING
+
+    model_type = raw.get("model_type")
+    if isinstance(model_type, str) and model_type in CONFIG_MAPPING:
+        return
+    raise ConfigError(
+        f"--model {model}: config.json maps model type {show_value(model_type)} to the folder's "
+        "own code (auto_map); curriculum_ds never runs a model folder's code "
+        "(trust_remote_code stays off): a model of your own goes through --model-factory"
+    )
 
 
 def _model_vocab_size(model: str | Path) -> int:

@@ -26,8 +26,8 @@ def _tag(root: Path, *, dp_world_size: int, optim: bool) -> Path:
     torch.save(
         {"dp_world_size": dp_world_size, "curriculum": None}, tag / "mp_rank_00_model_states.pt"
     )
-    if optim:  # a ZeRO shard DeepSpeed cannot read: not a torch file
-        (tag / "zero_pp_rank_0_mp_rank_00_optim_states.pt").write_bytes(b"not a checkpoint")
+    if optim:  # a torch file the safe loader reads, but no ZeRO shard DeepSpeed can convert
+        torch.save({"not": "a ZeRO shard"}, tag / "zero_pp_rank_0_mp_rank_00_optim_states.pt")
     return tag
 
 

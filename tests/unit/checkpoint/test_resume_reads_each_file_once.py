@@ -1,11 +1,11 @@
 """A resume through the reference loop reads its checkpoint tag once and checks the rules once.
 
 The loop's process (``python -m curriculum_ds.train``'s :func:`~curriculum_ds.train.main`, one
-CPU rank) is run with spies wrapped around the one function that reads a tag's model states
-(:func:`curriculum_ds.checkpoint.files.model_states`) and around
+CPU rank) is run with spies wrapped around the one function that unpickles a checkpoint file
+(:func:`curriculum_ds.checkpoint.safe_load.load`) and around
 :func:`curriculum_ds.checkpoint.rules.check_resume`, in every module that holds them: the
-pre-launch check of ``main`` is the resume's one read and one check, and the load takes both as
-they are (issue 18).
+pre-launch check of ``main`` is the resume's one read of each file and one check, and the load
+takes both as they are (issue 18; the safe loader of issue 31 reads each file once too).
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from helpers import fixed_docs, launched_env, make_dataset, metrics, write_ds_co
 _SPIED_RESUME = textwrap.dedent(
     """
     import json, sys
-    import curriculum_ds.checkpoint.files as files
     import curriculum_ds.checkpoint.rules as rules
+    import curriculum_ds.checkpoint.safe_load as safe_load
     import curriculum_ds.plugin  # every module that imports the two functions by name
     import curriculum_ds.train
 
-    calls = {"model_states": [], "check_resume": 0}
-    read, check = files.model_states, rules.check_resume
+    calls = {"loads": [], "check_resume": 0}
+    read, check = safe_load.load, rules.check_resume
 
-    def model_states(tag_dir):
-        calls["model_states"].append(str(tag_dir))
-        return read(tag_dir)
+    def load(path):
+        calls["loads"].append(str(path))
+        return read(path)
 
     def check_resume(cfg, saved):
         calls["check_resume"] += 1
@@ -39,8 +39,8 @@ _SPIED_RESUME = textwrap.dedent(
 
     for module in list(sys.modules.values()):
         if getattr(module, "__name__", "").startswith("curriculum_ds"):
-            if getattr(module, "model_states", None) is read:
-                module.model_states = model_states
+            if getattr(module, "load", None) is read:
+                module.load = load
             if getattr(module, "check_resume", None) is check:
                 module.check_resume = check_resume
     code = curriculum_ds.train.main(sys.argv[2:])
@@ -93,6 +93,8 @@ def test_a_reference_loop_resume_reads_the_tag_once_and_checks_once(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     calls = json.loads(out.read_text())
     assert calls["code"] == 0
-    assert calls["model_states"] == [str(run_dir / "checkpoints" / "global_step3")]
+    tag = run_dir / "checkpoints" / "global_step3"
+    assert sorted(p.name for p in tag.iterdir()) == ["mp_rank_00_model_states.pt"]  # ZeRO-0
+    assert calls["loads"] == [str(tag / "mp_rank_00_model_states.pt")]
     assert calls["check_resume"] == 1
     assert [r["step"] for r in metrics(run_dir)][-2:] == [4, 5]  # it did resume and train

@@ -4,7 +4,10 @@ A model folder that does not load, a DATA path that is not a prepared MDS folder
 vocabulary or context is too small for the data (the largest id recorded by prepare, or read
 when not recorded), a --column that is empty, not a plain identifier or one of prepare's own, or
 one a folder has already without --overwrite: each is its exact line, and every file of every
-DATA folder keeps its bytes (the metric store included).
+DATA folder keeps its bytes (the metric store included). A model folder whose model needs its
+own code, or whose pickled weights carry a code payload, is refused the same way and the code
+never runs (issue 31: transformers' ``trust_remote_code`` stays off, its weights loader is
+``weights_only``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from crafted_checkpoints import CodePayload
 from helpers import one_error_line
 from score_fixtures import folder_bytes, invoke, tiny_gpt2, two_folders
 
@@ -67,6 +71,41 @@ def test_a_model_folder_that_does_not_load(tmp_path: Path, models: dict[str, Pat
     assert "no_such_architecture" in line
     assert "Should have" not in line  # not HF's list of every model type it knows
     assert {f: folder_bytes(f) for f in (code, prose)} == before
+
+
+def _custom_code(root: Path, marker: Path) -> Path:
+    """A model folder whose config maps its model type to code of its own (``auto_map``)."""
+    folder = root / "custom"
+    folder.mkdir()
+    config = {
+        "model_type": "curriculum_ds_custom",
+        "auto_map": {"AutoConfig": "custom.Config", "AutoModelForCausalLM": "custom.Model"},
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "custom.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    return folder
+
+
+def _pickled_weights(root: Path, marker: Path) -> Path:
+    """A tiny GPT-2 folder whose weights are a ``pytorch_model.bin`` carrying a code payload."""
+    import torch
+
+    folder = tiny_gpt2(root)
+    (folder / "model.safetensors").unlink()
+    torch.save({"payload": CodePayload(marker)}, folder / "pytorch_model.bin")
+    return folder
+
+
+@pytest.mark.parametrize("make", [_custom_code, _pickled_weights], ids=["auto_map", "payload"])
+def test_a_model_folder_that_would_run_code_is_refused(
+    tmp_path: Path, make: Callable[[Path, Path], Path]
+) -> None:
+    code, prose = two_folders(tmp_path)
+    marker = tmp_path / "MARKER"
+    model = make(tmp_path, marker)
+    line = one_error_line(invoke(code, prose, "--model", model, "--column", "ref_loss"))
+    assert line.startswith(f"Error: score: --model {model} is not a loadable causal-LM folder: ")
+    assert not marker.exists()
 
 
 def test_a_checkpoints_folder_as_model_is_told_to_export(tmp_path: Path) -> None:

@@ -3,8 +3,11 @@ anything: a ``train_dataset`` passed as well, batch sizes that disagree with ``T
 (``"auto"`` takes HF's), ``group_by_length=True``, a ds_config without a ``curriculum`` section or
 no ds_config at all, ``lr_schedule`` beside a ds_config ``scheduler``. One process, world size 1
 (the ds_config is set on the arguments after they are built, so HF starts no DeepSpeed here).
+And ``train(resume_from_checkpoint=...)`` refuses a ``checkpoint-N`` carrying a code payload (in
+the curriculum state, or in the DeepSpeed tag's model or optimizer states) in one line before HF
+loads anything, the payload never run.
 
-From issue 21.
+From issues 21 and 31.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import json
 from pathlib import Path
 
 import pytest
+from crafted_checkpoints import MODEL_STATES, OPTIM_STATES, CodePayload, crafted_tag
 from helpers import fixed_docs, make_dataset, write_ds_config
 from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
 
-from curriculum_ds.errors import ConfigError
+from curriculum_ds.errors import ConfigError, UnsafeCheckpointError
 from curriculum_ds.hf import CurriculumTrainer
 from curriculum_ds.hf.arguments import curriculum_run, estimated_steps, step_bound
+from curriculum_ds.hf.checkpoint import STATE_FILE, write_state
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +132,33 @@ def test_a_phase_longer_than_the_model_is_refused(tmp_path, data):
     with pytest.raises(ConfigError) as exc:
         CurriculumTrainer(model=short, args=arguments(tmp_path, str(cfg)))
     assert "max_seq_len" in refusal(exc)
+
+
+@pytest.mark.parametrize(
+    ("payload_in", "name"),
+    [
+        ("curriculum_state", STATE_FILE),
+        ("model_states", f"global_step2/{MODEL_STATES}"),
+        ("optimizer_states", f"global_step2/{OPTIM_STATES}"),
+    ],
+)
+def test_a_crafted_checkpoint_is_refused_before_hf_loads_it(
+    tmp_path, data, model, payload_in, name
+):
+    cfg = write_ds_config(tmp_path / "ds.json", section(data))
+    trainer = CurriculumTrainer(model=model, args=arguments(tmp_path, str(cfg)))
+    marker = tmp_path / "MARKER"
+    folder = tmp_path / "out" / "checkpoint-2"  # as HF and CurriculumTrainer write it
+    crafted_tag(
+        folder, marker, payload_in="none" if payload_in == "curriculum_state" else payload_in
+    )
+    bad = payload_in == "curriculum_state"
+    write_state(folder, {"payload": CodePayload(marker)} if bad else {"global_step": 2})
+    for resume in (str(folder), True):
+        with pytest.raises(UnsafeCheckpointError) as exc:
+            trainer.train(resume_from_checkpoint=resume)
+        assert refusal(exc).startswith(
+            f"resume_from_checkpoint: {folder / name}: refused: it needs the global posix.system,"
+        )
+    assert not marker.exists()
+    assert trainer.feed.curriculum is None  # HF built nothing: the refusal came first

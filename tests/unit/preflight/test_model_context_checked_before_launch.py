@@ -5,6 +5,8 @@ A GPT-2 folder with ``n_positions=256`` used for a phase of ``max_seq_len`` 512 
 self``. Now ``validate --model``, ``launch`` (the trainer's ``--model``) and the API
 (``initialize``/``attach``: ``model.config``, or a ``max_seq_len``/``max_position_embeddings``
 attribute) refuse it in one line naming the phase; a model that declares nothing is unchecked.
+A model folder whose model type exists only as the folder's own code (``auto_map``) is refused
+in one line too, its code never run (issue 31: ``trust_remote_code`` stays off).
 """
 
 from __future__ import annotations
@@ -58,6 +60,28 @@ def test_validate_model_refuses_a_phase_longer_than_n_positions(
         f"Error: {MIX}: 128 exceeds the model's 96 positions (n_positions in {model}/config.json)"
     )
     assert _listing(tmp_path) == before
+
+
+def test_validate_model_refuses_a_folder_with_its_own_code(
+    tmp_path: Path, two_streams: tuple[Path, Path]
+) -> None:
+    auto_map = {"AutoConfig": "own.Config", "AutoModelForCausalLM": "own.Model"}
+    model = _model_folder(tmp_path, model_type="only_in_this_folder", auto_map=auto_map)
+    (model / "own.py").write_text(f"open({str(tmp_path / 'MARKER')!r}, 'w').close()\n")
+    cfg = write_ds_config(tmp_path / "ds.json", _curriculum(two_streams))
+    result = CliRunner().invoke(cli_main, ["validate", str(cfg), "--model", str(model)])
+    assert one_error_line(result) == (
+        f'Error: --model {model}: config.json maps model type "only_in_this_folder" to the '
+        "folder's own code (auto_map); curriculum_ds never runs a model folder's code "
+        "(trust_remote_code stays off): a model of your own goes through --model-factory"
+    )
+    assert not (tmp_path / "MARKER").exists()
+    # an auto_map beside a model type transformers ships is ignored by it, and accepted
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "gpt2", "vocab_size": 512, "auto_map": auto_map})
+    )
+    result = CliRunner().invoke(cli_main, ["validate", str(cfg), "--model", str(model)])
+    assert result.exit_code == 0, result.output
 
 
 def test_every_phase_too_long_is_named(tmp_path: Path, two_streams: tuple[Path, Path]) -> None:
