@@ -114,7 +114,8 @@ class PhaseLoader:
             self.datasets = [open_stream(s.local, s.remote) for s in loader.streams]
         # released by close(), or when the loader is garbage-collected if nobody called it
         self._release = weakref.finalize(self, _close_all, self.datasets)
-        self._bulk = BulkReader.of(self.datasets)  # None: every sample through streaming
+        # None: every sample through streaming
+        self._bulk = BulkReader.of(self.datasets, self.stream_names)
         self.moving_mix = loader.is_moving_mix
         # dynamic.unit "streams": the weights of the last recompute, which replace the proportions
         self.stream_weights: npt.NDArray[np.float64] | None = None
@@ -321,7 +322,8 @@ class PhaseLoader:
 
         Raises:
             DownloadError: a sample cannot be read (its shard failed to download or to verify
-                against its recorded hash, or a local shard file went missing), naming the stream.
+                against its recorded hash, or a local shard file went missing), or a shard file
+                changed on disk while the run was reading it, naming the stream.
         """
         flat = None if self._bulk is None else self._bulk.read(pairs, self.seq_len)
         if flat is None:
