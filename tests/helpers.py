@@ -8,13 +8,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from curriculum_ds.commands.launch import build_command, launcher_env
 from curriculum_ds.data import prepare
+from curriculum_ds.data.streams import remove_stale_shared_memory
 from curriculum_ds.records.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,55 +27,22 @@ FAULT_FLAGS = frozenset(
         "--dump-sample-losses",
         "--nan-loss",
         "--sigterm-at",
+        "--truncate-shard",
     }
 )
 """Flags of tests/integration/faulty_train.py: the reference loop with fault injection and a
 state dump."""
 _SHM_RACE = re.compile(r"cannot open MDS dataset .*File exists: '/\d+_locals'")
-_STREAMING_SHM = re.compile(r"^(\d{6}_|deepspeed_allreduce_buffer_)")
-"""mosaicml-streaming's /dev/shm names (prefix_name) and DeepSpeed's CPU all-reduce buffers (~70
-MB each: a SIGKILLed rank leaves them behind for as long as the machine runs)."""
-SHM_DIR = Path("/dev/shm")
 
 
 def unlink_stale_shared_memory(*, min_age_s: float = 2.0) -> list[str]:
-    """Remove mosaicml-streaming's (and DeepSpeed's) shared-memory files no live process uses.
+    """Remove the shared-memory files killed ranks left behind: the product's own cleanup.
 
-    A rank killed with SIGKILL (the resume tests kill ranks on purpose) leaves its
-    ``/dev/shm/NNNNNN_*`` files behind; streaming's search for a free prefix can then land on a
-    stale name, and every later dataset on the machine fails with "File exists:
-    '/NNNNNN_locals'". A file is stale when no process maps it or holds it open and it is older
-    than ``min_age_s`` (a job starting this moment has not mapped its new files yet). Returns the
-    names removed.
+    The resume tests kill ranks on purpose (SIGKILL), which leaves their ``/dev/shm`` segments
+    behind; :func:`curriculum_ds.data.streams.remove_stale_shared_memory` removes those no live
+    process uses. Returns the names removed.
     """
-    try:
-        candidates = [p for p in SHM_DIR.iterdir() if _STREAMING_SHM.match(p.name)]
-    except OSError:
-        return []
-    if not candidates:
-        return []
-    in_use: set[str] = set()
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            for line in (proc / "maps").read_text().splitlines():
-                if (i := line.find(f"{SHM_DIR}/")) >= 0:
-                    in_use.add(line[i + len(str(SHM_DIR)) + 1 :].split(" ")[0])
-            for fd in (proc / "fd").iterdir():
-                target = str(fd.readlink())
-                if target.startswith(f"{SHM_DIR}/"):
-                    in_use.add(target[len(str(SHM_DIR)) + 1 :])
-        except OSError:  # a process that ended meanwhile, or one we may not read
-            continue
-    removed = []
-    now = time.time()
-    for path in candidates:
-        try:
-            if path.name not in in_use and now - path.stat().st_mtime >= min_age_s:
-                path.unlink()
-                removed.append(path.name)
-        except OSError:
-            continue
-    return removed
+    return remove_stale_shared_memory(min_age_s=min_age_s)
 
 
 def make_dataset(

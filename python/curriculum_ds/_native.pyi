@@ -59,7 +59,8 @@ def set_num_threads(threads: int) -> None: ...
 @final
 class MdsShards:
     def __new__(
-        cls, streams: list[tuple[list[str], list[int], list[int], int, int, bool]]
+        cls,
+        streams: list[tuple[str, list[str], list[int], list[int], list[int], int, int, bool]],
     ) -> MdsShards: ...
     def gather(
         self, pairs: NDArray[np.int64], limit: int

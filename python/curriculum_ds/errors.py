@@ -67,8 +67,9 @@ class DataError(CurriculumError):
 class DownloadError(DataError):
     """A sample could not be read during training: its shard failed to download (or to verify).
 
-    Unlike the other errors, a verdict of one rank only (each rank reads its own samples); names
-    the stream, its remote and the cause.
+    Or its shard file changed on disk while the run was reading it (truncated or rewritten in
+    place). Unlike the other errors, a verdict of one rank only (each rank reads its own
+    samples); names the stream, its remote and the cause.
     """
 
 

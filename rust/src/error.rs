@@ -76,6 +76,16 @@ pub enum Error {
         /// What does not fit, including the values.
         reason: String,
     },
+    /// A memory-mapped MDS shard changed on disk while the run was reading it
+    /// (`DownloadError`: a verdict of the rank that read it).
+    ShardChanged {
+        /// The stream's name.
+        stream: String,
+        /// The shard file.
+        path: String,
+        /// How it changed (sizes, a rewrite).
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -136,6 +146,15 @@ impl fmt::Display for Error {
                  the sampler cannot number more"
             ),
             Error::InvalidState { reason } => write!(f, "invalid state: {reason}"),
+            Error::ShardChanged {
+                stream,
+                path,
+                reason,
+            } => write!(
+                f,
+                "stream '{stream}': shard {path} changed while the run was reading it ({reason}); \
+                 restore it and resume with --resume auto"
+            ),
         }
     }
 }

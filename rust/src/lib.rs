@@ -15,6 +15,7 @@ pub mod mds;
 pub mod par;
 pub mod rng;
 pub mod sampling;
+pub mod sigbus;
 mod simd;
 pub mod window;
 mod zig_tables;

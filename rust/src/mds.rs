@@ -14,12 +14,24 @@
 //! expect (a file missing or shorter than its offsets, a sample index beyond the shard, an
 //! array that is not 1-D) is reported as [`MdsError`], and the caller reads those samples
 //! through streaming itself, which then downloads the shard or raises its own error.
+//!
+//! A shard file changed on disk while the run reads it is an error, never a crash: the file is
+//! mapped only when it has the size `index.json` records; the reads run under a
+//! [`crate::sigbus::Guard`], which turns the SIGBUS of a page past the end of a file truncated
+//! under the mapping into a flag; and after every call each file it read is checked against
+//! what it was when mapped (size, inode, modification time), so that a rewrite of the same size
+//! is caught too. Any of these is [`MdsError::Changed`], carrying
+//! [`crate::Error::ShardChanged`] for the user.
 
 use std::fs::File;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::{Instant, SystemTime};
+
+use crate::error::Error;
 
 /// Why a bulk read did not happen (the caller falls back to streaming's per-sample read).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum MdsError {
     /// The shard file is not there (a remote shard not downloaded yet) or cannot be mapped.
     Missing {
@@ -31,6 +43,9 @@ pub enum MdsError {
         /// What was found, naming the file, sample and value.
         reason: String,
     },
+    /// A shard file changed on disk since it was mapped (or before, against `index.json`): the
+    /// bytes read are not the shard's; never read through streaming instead.
+    Changed(Error),
 }
 
 /// Where the column to read lives in a sample, and how it is encoded.
@@ -53,11 +68,79 @@ pub struct ShardFile {
     pub path: std::path::PathBuf,
     /// Its number of samples (from `index.json`).
     pub num_samples: u32,
+    /// Its size in bytes as `index.json` records it, if it does.
+    pub bytes: Option<u64>,
+}
+
+/// What a shard file was when it was mapped: a later difference means it changed on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    size: u64,
+    inode: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Identity {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Self {
+            size: meta.len(),
+            inode,
+            modified: meta.modified().ok(),
+        }
+    }
+
+    /// How `now` differs from `self`, or `None`.
+    fn change(&self, now: &Self) -> Option<String> {
+        if now.size != self.size {
+            Some(format!(
+                "it has {} bytes, {} when the run opened it",
+                now.size, self.size
+            ))
+        } else if now.inode != self.inode {
+            Some("another file was put in its place".into())
+        } else if now.modified != self.modified {
+            Some("it was rewritten (its modification time moved)".into())
+        } else {
+            None
+        }
+    }
+}
+
+/// A mapped shard file and its [`Identity`] when mapped.
+#[derive(Debug)]
+struct Mapped {
+    mmap: memmap2::Mmap,
+    identity: Identity,
+    /// When the file on disk was last found to be `identity` (nanoseconds after [`epoch`]).
+    checked_ns: AtomicU64,
+}
+
+/// How often, at most, a file that reads cleanly is compared with its [`Identity`] on disk. A
+/// `stat` costs several microseconds on a busy VM, as much as a tenth of a micro-batch's whole
+/// read, so each file is compared at most this often, and at once after a read that faulted
+/// (a truncation) or found malformed bytes. A rewrite that neither shortens the file nor
+/// breaks its layout is caught within this interval.
+const CHECK_INTERVAL_NS: u64 = 250_000_000;
+
+/// The process's reference instant for [`Mapped::checked_ns`].
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_ns() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The shards of several streams, each stream's global sample index spread over its shards.
 #[derive(Debug)]
 pub struct Shards {
+    /// Per stream, its name (in messages).
+    names: Vec<String>,
     /// Per stream: the first global sample of each shard, then the total (`shards + 1`).
     starts: Vec<Vec<u64>>,
     /// Per stream: the index of its first shard in `files`.
@@ -65,8 +148,10 @@ pub struct Shards {
     files: Vec<ShardFile>,
     /// Per stream, its layout (every shard of a stream shares its columns).
     layouts: Vec<Layout>,
+    /// The index of the stream of each file.
+    stream_of: Vec<usize>,
     /// The mapped files, filled on first use; a read holds a mapping by `Arc`.
-    maps: RwLock<Vec<Option<Arc<memmap2::Mmap>>>>,
+    maps: RwLock<Vec<Option<Arc<Mapped>>>>,
 }
 
 fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
@@ -151,13 +236,16 @@ pub fn column_values<'a>(
 }
 
 impl Shards {
-    /// The shards of each stream (`streams[s]`: its files in shard order) and its layout.
-    pub fn new(streams: Vec<(Vec<ShardFile>, Layout)>) -> Self {
+    /// The shards of each stream (`streams[s]`: its name, its files in shard order and its
+    /// layout).
+    pub fn new(streams: Vec<(String, Vec<ShardFile>, Layout)>) -> Self {
+        let mut names = Vec::with_capacity(streams.len());
         let mut starts = Vec::with_capacity(streams.len());
         let mut first_file = Vec::with_capacity(streams.len());
         let mut files = Vec::new();
+        let mut stream_of = Vec::new();
         let mut layouts = Vec::with_capacity(streams.len());
-        for (shards, layout) in streams {
+        for (name, shards, layout) in streams {
             let mut s = Vec::with_capacity(shards.len() + 1);
             let mut total = 0u64;
             s.push(0);
@@ -165,6 +253,8 @@ impl Shards {
                 total += u64::from(f.num_samples);
                 s.push(total);
             }
+            stream_of.extend(std::iter::repeat_n(names.len(), shards.len()));
+            names.push(name);
             starts.push(s);
             first_file.push(files.len());
             files.extend(shards);
@@ -172,15 +262,37 @@ impl Shards {
         }
         let maps = RwLock::new(vec![None; files.len()]);
         Self {
+            names,
             starts,
             first_file,
             files,
             layouts,
+            stream_of,
             maps,
         }
     }
 
-    fn map(&self, file: usize) -> Result<Arc<memmap2::Mmap>, MdsError> {
+    /// [`MdsError::Changed`] for shard `file`.
+    fn changed(&self, file: usize, reason: String) -> MdsError {
+        MdsError::Changed(Error::ShardChanged {
+            stream: self.names[self.stream_of[file]].clone(),
+            path: self.files[file].path.display().to_string(),
+            reason,
+        })
+    }
+
+    /// `Changed` when shard `file` on disk is no longer what `mapped` was mapped from.
+    fn check(&self, file: usize, mapped: &Mapped) -> Result<(), MdsError> {
+        match std::fs::symlink_metadata(&self.files[file].path) {
+            Ok(meta) => match mapped.identity.change(&Identity::of(&meta)) {
+                None => Ok(()),
+                Some(reason) => Err(self.changed(file, reason)),
+            },
+            Err(err) => Err(self.changed(file, format!("it cannot be read any more: {err}"))),
+        }
+    }
+
+    fn map(&self, file: usize) -> Result<Arc<Mapped>, MdsError> {
         if let Some(m) = self
             .maps
             .read()
@@ -191,17 +303,31 @@ impl Shards {
         }
         let missing = || MdsError::Missing { file };
         let handle = File::open(&self.files[file].path).map_err(|_| missing())?;
-        // SAFETY: the shard files are read-only data that nothing in this process writes; a
-        // file replaced on disk (a re-download) keeps the old inode's pages for this mapping.
+        let identity = Identity::of(&handle.metadata().map_err(|_| missing())?);
+        if let Some(expected) = self.files[file].bytes.filter(|&b| b != identity.size) {
+            let reason = format!(
+                "it has {} bytes, index.json records {expected}",
+                identity.size
+            );
+            return Err(self.changed(file, reason));
+        }
+        // SAFETY: nothing in this process writes the shard files. Another process may: a file
+        // replaced on disk (a re-download) keeps the old inode's pages for this mapping; a file
+        // truncated under it is read under a `sigbus::Guard` (a SIGBUS becomes a flag), and every
+        // read checks the file against `identity` afterwards (`gather`).
         // Populated at once (one pass over the file's pages instead of a fault per sample read
         // at random), as every shard is read all over within an epoch anyway.
         let mmap = unsafe { memmap2::MmapOptions::new().populate().map(&handle) }
             .map_err(|_| missing())?;
-        let mmap = Arc::new(mmap);
+        let mapped = Arc::new(Mapped {
+            mmap,
+            identity,
+            checked_ns: AtomicU64::new(now_ns()),
+        });
         self.maps
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)[file] = Some(mmap.clone());
-        Ok(mmap)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)[file] = Some(mapped.clone());
+        Ok(mapped)
     }
 
     /// The common value size of the streams of `pairs` (interleaved as in [`Shards::gather`]).
@@ -236,7 +362,10 @@ impl Shards {
     /// concatenated) and `lengths` (values per sample).
     ///
     /// # Errors
-    /// `Missing` or `Malformed` as in the module docs; `out` and `lengths` are then partial.
+    /// `Missing` or `Malformed` as in the module docs; `Changed` when a shard file this call
+    /// read changed on disk (compared after the reads, whatever their outcome: at once after a
+    /// fault or an error, else at most every [`CHECK_INTERVAL_NS`] per file). `out` and
+    /// `lengths` are then partial.
     pub fn gather(
         &self,
         pairs: &[i64],
@@ -244,7 +373,40 @@ impl Shards {
         out: &mut Vec<u8>,
         lengths: &mut Vec<i64>,
     ) -> Result<(), MdsError> {
-        let mut current: Option<(usize, Arc<memmap2::Mmap>)> = None;
+        let Some(guard) = crate::sigbus::Guard::new() else {
+            return Err(malformed("no SIGBUS guard for this read".into()));
+        };
+        // every file read, kept mapped until it is checked
+        let mut read: Vec<(usize, Arc<Mapped>)> = Vec::new();
+        let result = self.gather_guarded(&guard, pairs, limit, out, lengths, &mut read);
+        let faulted = guard.faulted();
+        drop(guard);
+        let now = now_ns();
+        for (file, mapped) in &read {
+            let due = now.saturating_sub(mapped.checked_ns.load(Ordering::Relaxed));
+            if faulted || result.is_err() || due >= CHECK_INTERVAL_NS {
+                self.check(*file, mapped)?;
+                mapped.checked_ns.store(now, Ordering::Relaxed);
+            }
+        }
+        if faulted {
+            // a page past the end of a file: the file shrank, and grew back since
+            let file = read.last().map_or(0, |(f, _)| *f);
+            return Err(self.changed(file, "it was shortened while being read".into()));
+        }
+        result
+    }
+
+    fn gather_guarded(
+        &self,
+        guard: &crate::sigbus::Guard,
+        pairs: &[i64],
+        limit: usize,
+        out: &mut Vec<u8>,
+        lengths: &mut Vec<i64>,
+        read: &mut Vec<(usize, Arc<Mapped>)>,
+    ) -> Result<(), MdsError> {
+        let mut current: Option<(usize, Arc<Mapped>)> = None;
         for pair in pairs.chunks_exact(2) {
             let bad = || malformed(format!("no sample {pair:?}"));
             let stream = usize::try_from(pair[0]).map_err(|_| bad())?;
@@ -255,10 +417,14 @@ impl Shards {
             }
             let shard = starts.partition_point(|&s| s <= index) - 1;
             let file = self.first_file[stream] + shard;
-            let mmap = match &current {
+            let mapped = match &current {
                 Some((f, m)) if *f == file => m.clone(),
                 _ => {
                     let m = self.map(file)?;
+                    if !read.iter().any(|(f, _)| *f == file) {
+                        read.push((file, m.clone()));
+                    }
+                    guard.cover(&m.mmap);
                     current = Some((file, m.clone()));
                     m
                 }
@@ -269,7 +435,7 @@ impl Shards {
             )]
             let local = (index - starts[shard]) as u32;
             let layout = &self.layouts[stream];
-            let values = column_values(&mmap, local, layout)?;
+            let values = column_values(&mapped.mmap, local, layout)?;
             let n = (values.len() / layout.itemsize).min(limit);
             out.extend_from_slice(&values[..n * layout.itemsize]);
             lengths.push(n as i64);
@@ -414,13 +580,15 @@ mod tests {
             ShardFile {
                 path: path.clone(),
                 num_samples: 3,
+                bytes: Some(file.len() as u64),
             },
             ShardFile {
                 path: dir.join("missing.mds"),
                 num_samples: 1,
+                bytes: None,
             },
         ];
-        let shards = Shards::new(vec![(files, layout())]);
+        let shards = Shards::new(vec![("s".into(), files, layout())]);
         let (mut out, mut lengths) = (Vec::new(), Vec::new());
         shards
             .gather(&[0, 2, 0, 0], 2, &mut out, &mut lengths)
@@ -433,6 +601,88 @@ mod tests {
         );
         assert!(shards.gather(&[0, 4], 8, &mut out, &mut lengths).is_err());
         assert!(shards.gather(&[1, 0], 8, &mut out, &mut lengths).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn changed_reason(result: Result<(), MdsError>) -> String {
+        match result {
+            Err(MdsError::Changed(Error::ShardChanged {
+                stream,
+                path,
+                reason,
+            })) => {
+                assert_eq!(stream, "s");
+                assert!(
+                    std::path::Path::new(&path).ends_with("shard.00000.mds"),
+                    "{path}"
+                );
+                reason
+            }
+            other => panic!("expected Changed, got {other:?}"),
+        }
+    }
+
+    /// A shard of three samples of 4000 int32 values each (16 KB: several pages).
+    fn big_shard_on_disk(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u8>, Shards) {
+        std::fs::create_dir_all(dir).unwrap();
+        let samples: Vec<Vec<i32>> = (0..3).map(|i| vec![i; 4000]).collect();
+        let bytes = shard(&samples);
+        let path = dir.join("shard.00000.mds");
+        std::fs::write(&path, &bytes).unwrap();
+        let files = vec![ShardFile {
+            path: path.clone(),
+            num_samples: 3,
+            bytes: Some(bytes.len() as u64),
+        }];
+        (
+            path,
+            bytes,
+            Shards::new(vec![("s".into(), files, layout())]),
+        )
+    }
+
+    #[test]
+    fn a_shard_truncated_or_rewritten_under_the_mapping_is_changed_not_a_crash() {
+        let dir = std::env::temp_dir().join(format!("cds-mds-changed-{}", std::process::id()));
+        let (path, bytes, shards) = big_shard_on_disk(&dir);
+        let (mut out, mut lengths) = (Vec::new(), Vec::new());
+        shards.gather(&[0, 0], 8, &mut out, &mut lengths).unwrap();
+        // shortened in place: the last sample's pages are gone from the mapping (a SIGBUS)
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1000)
+            .unwrap();
+        let reason = changed_reason(shards.gather(&[0, 2], 8, &mut out, &mut lengths));
+        assert!(reason.contains("1000 bytes"), "{reason}");
+        // rewritten in place at the same size, bytes and layout intact: caught by the mtime,
+        // once the file is due for its comparison
+        let (path, bytes, shards) = big_shard_on_disk(&dir.join("rewrite"));
+        shards.gather(&[0, 0], 8, &mut out, &mut lengths).unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        let later = SystemTime::now() + std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_nanos(CHECK_INTERVAL_NS));
+        let reason = changed_reason(shards.gather(&[0, 1], 8, &mut out, &mut lengths));
+        assert!(reason.contains("rewritten"), "{reason}");
+        // a fresh reader checks the recorded size first
+        std::fs::write(&path, &bytes[..2000]).unwrap();
+        let (_, _, fresh) = (0, 0, {
+            let files = vec![ShardFile {
+                path: path.clone(),
+                num_samples: 3,
+                bytes: Some(bytes.len() as u64),
+            }];
+            Shards::new(vec![("s".into(), files, layout())])
+        });
+        let reason = changed_reason(fresh.gather(&[0, 0], 8, &mut out, &mut lengths));
+        assert!(reason.contains("index.json records"), "{reason}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -16,6 +16,7 @@ use crate::sampling::{self, BucketSamplerState};
 use crate::window;
 
 pyo3::import_exception!(curriculum_ds.errors, BucketingError);
+pyo3::import_exception!(curriculum_ds.errors, DownloadError);
 pyo3::import_exception!(curriculum_ds.errors, SamplingError);
 
 /// The one mapping from kernel errors to Python exceptions.
@@ -33,6 +34,7 @@ fn to_py(e: &Error) -> PyErr {
         | Error::NoMassOnNonEmptyBuckets
         | Error::SampleCountMismatch { .. }
         | Error::CounterExhausted { .. } => SamplingError::new_err(msg),
+        Error::ShardChanged { .. } => DownloadError::new_err(msg),
     }
 }
 
@@ -530,18 +532,40 @@ struct PyMdsShards {
     inner: crate::mds::Shards,
 }
 
-/// One stream's shards for `MdsShards`: paths, sample counts, and its layout.
-type StreamSpec = (Vec<String>, Vec<u32>, Vec<i64>, usize, usize, bool);
+/// One stream's shards for `MdsShards`: its name, paths, sizes, sample counts, and its layout.
+type StreamSpec = (
+    String,
+    Vec<String>,
+    Vec<i64>,
+    Vec<u32>,
+    Vec<i64>,
+    usize,
+    usize,
+    bool,
+);
+
+/// A bulk read's outcome: `Ok(None)` when streaming must read these samples instead.
+fn bulk_read(read: Result<(), crate::mds::MdsError>) -> crate::Result<Option<()>> {
+    match read {
+        Ok(()) => Ok(Some(())),
+        Err(crate::mds::MdsError::Changed(e)) => Err(e),
+        Err(crate::mds::MdsError::Missing { .. } | crate::mds::MdsError::Malformed { .. }) => {
+            Ok(None)
+        }
+    }
+}
 
 #[pymethods]
 impl PyMdsShards {
-    /// `streams[s] = (paths, num_samples, column_sizes, column, itemsize, fixed_shape)`:
-    /// column sizes in bytes, `-1` for a column with a size header.
+    /// `streams[s] = (name, paths, bytes, num_samples, column_sizes, column, itemsize,
+    /// fixed_shape)`: each file's size as `index.json` records it (`-1`: not recorded), column
+    /// sizes in bytes, `-1` for a column with a size header.
     #[new]
     fn new(streams: Vec<StreamSpec>) -> PyResult<Self> {
         let mut specs = Vec::with_capacity(streams.len());
-        for (paths, counts, sizes, column, itemsize, fixed_shape) in streams {
+        for (name, paths, bytes, counts, sizes, column, itemsize, fixed_shape) in streams {
             if paths.len() != counts.len()
+                || paths.len() != bytes.len()
                 || column >= sizes.len()
                 || ![1, 2, 4, 8].contains(&itemsize)
             {
@@ -549,10 +573,12 @@ impl PyMdsShards {
             }
             let files = paths
                 .into_iter()
+                .zip(bytes)
                 .zip(counts)
-                .map(|(path, num_samples)| crate::mds::ShardFile {
+                .map(|((path, bytes), num_samples)| crate::mds::ShardFile {
                     path: path.into(),
                     num_samples,
+                    bytes: u64::try_from(bytes).ok(),
                 })
                 .collect();
             let sizes = sizes.iter().map(|&s| u32::try_from(s).ok()).collect();
@@ -562,7 +588,7 @@ impl PyMdsShards {
                 itemsize,
                 fixed_shape,
             };
-            specs.push((files, layout));
+            specs.push((name, files, layout));
         }
         Ok(Self {
             inner: crate::mds::Shards::new(specs),
@@ -570,7 +596,8 @@ impl PyMdsShards {
     }
 
     /// The column of each `(stream, sample)` pair of the flat int64 `pairs`, cut to `limit`
-    /// values: `(bytes, lengths)`, or `None` when streaming must read them (see `mds.rs`).
+    /// values: `(bytes, lengths)`, or `None` when streaming must read them (see `mds.rs`);
+    /// `DownloadError` when a shard file changed on disk while the run was reading it.
     #[allow(
         clippy::type_complexity,
         reason = "a plain tuple is the Python-facing shape"
@@ -585,18 +612,17 @@ impl PyMdsShards {
         let p = slice(&a, "pairs")?;
         let limit = count(limit, "limit")?;
         let inner = &self.inner;
-        let read = py.detach(|| {
+        let read = detach(py, || {
             let (mut out, mut lengths) = (Vec::new(), Vec::with_capacity(p.len() / 2));
-            inner
-                .gather(p, limit, &mut out, &mut lengths)
-                .ok()
-                .map(|()| (out, lengths))
-        });
+            let done = bulk_read(inner.gather(p, limit, &mut out, &mut lengths))?;
+            Ok(done.map(|()| (out, lengths)))
+        })?;
         Ok(read.map(|(out, lengths)| (out.into_pyarray(py), lengths.into_pyarray(py))))
     }
 
     /// `gather` then right-padding into int64 `(input_ids, attention_mask, labels, seq_len)`
-    /// (flat, `rows × seq_len`), integers of `itemsize` bytes widened as numpy casts them.
+    /// (flat, `rows × seq_len`), integers of `itemsize` bytes widened as numpy casts them;
+    /// `None` and `DownloadError` as `gather`.
     #[allow(
         clippy::type_complexity,
         reason = "a plain tuple is the Python-facing shape"
@@ -620,18 +646,22 @@ impl PyMdsShards {
         let p = slice(&a, "pairs")?;
         let limit = count(limit, "limit")?;
         let inner = &self.inner;
-        let read = py.detach(|| {
+        let read = detach(py, || {
             let (mut out, mut lengths) = (Vec::new(), Vec::with_capacity(p.len() / 2));
-            inner.gather(p, limit, &mut out, &mut lengths).ok()?;
-            let itemsize = inner.itemsize(p).ok()?;
-            Some(crate::mds::collate(
+            if bulk_read(inner.gather(p, limit, &mut out, &mut lengths))?.is_none() {
+                return Ok(None);
+            }
+            let Ok(itemsize) = inner.itemsize(p) else {
+                return Ok(None);
+            };
+            Ok(Some(crate::mds::collate(
                 &out,
                 &lengths,
                 itemsize,
                 signed,
                 ignore_index,
-            ))
-        });
+            )))
+        })?;
         Ok(read.map(|r| {
             (
                 r.input_ids.into_pyarray(py),

@@ -15,6 +15,8 @@ Run by the launcher as ``--module faulty_train`` (tests/ on PYTHONPATH) with the
 * ``--sigterm-at RANK:STEP``: dp rank RANK sends itself SIGTERM while step STEP is in progress
   (before its first micro-batch goes backward), and a second SIGTERM while the checkpoint that
   the preemption writes is being published (``latest`` not yet moved).
+* ``--truncate-shard STEP:PATH``: once step STEP is finished, rank 0 truncates the shard file
+  PATH to 1000 bytes in place (``truncate -s 1000``: a shard changed under the run).
 * ``--dump-state DIR``: when the run ends, write the full parameters (gathered under ZeRO-3) to
   ``DIR/params.pt`` and each rank's dynamic re-weighting state to ``DIR/rank{r}_dynamic.pt``;
   for a HF model also ``DIR/logits.pt``: the engine's logits on a fixed batch
@@ -119,6 +121,23 @@ def install_nan_loss(spec: str) -> None:
     Step.backward = nan_backward  # type: ignore[method-assign]
 
 
+def install_truncate_shard(spec: str) -> None:
+    """``STEP:PATH``: truncate the shard file PATH to 1000 bytes once step STEP is finished."""
+    import torch.distributed as dist
+
+    step_text, path = spec.split(":", 1)
+    step = int(step_text)
+    finish = Step.finish
+
+    def finish_and_truncate(self: Step) -> dict[str, Any]:
+        record = finish(self)
+        if self.global_step == step and dist.get_rank() == 0:
+            os.truncate(path, 1000)
+        return record
+
+    Step.finish = finish_and_truncate  # type: ignore[method-assign]
+
+
 def install_sigterm(spec: str) -> None:
     """``RANK:STEP``: SIGTERM to this process mid-step, and again during the preemption save."""
     import torch.distributed as dist
@@ -212,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dump-sample-losses", type=Path)
     p.add_argument("--nan-loss")
     p.add_argument("--sigterm-at")
+    p.add_argument("--truncate-shard")
     faults, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
     install(faults.kill_after_step, faults.kill_during_save)
     if faults.sigterm_at is not None:
@@ -222,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         install_kill_during_prune(faults.kill_during_prune)
     if faults.dump_sample_losses is not None:
         install_dump_sample_losses(faults.dump_sample_losses)
+    if faults.truncate_shard is not None:
+        install_truncate_shard(faults.truncate_shard)
     code = train.main(rest)
     if code == 0 and faults.dump_state is not None:
         dump_state(faults.dump_state)

@@ -5,9 +5,10 @@ own ``--deepspeed_config`` and ``--local_rank`` are passed on to every run). ``F
 list of runs, each ``{"argv": [...], "log": PATH, "may_fail": bool}`` (``"log": null``: the run
 writes to the job's own stdout and stderr, and no exit-code file): the arguments of
 ``curriculum_ds.train`` (its own ``--deepspeed_config``, ``--run-dir`` ...) plus, optionally,
-``--dump-state DIR`` and ``--nan-loss RANK:STEPS`` of ``faulty_train`` (the methods it
-replaces are put back after the run), and for the last run ``--kill-after-step N`` or
-``--kill-during-save N`` (the SIGKILL ends the job, as it ends a launch of its own).
+``--dump-state DIR``, ``--nan-loss RANK:STEPS`` and ``--truncate-shard STEP:PATH`` of
+``faulty_train`` (the methods it replaces are put back after the run), and for the last run
+``--kill-after-step N`` or ``--kill-during-save N`` (the SIGKILL ends the job, as it ends a
+launch of its own).
 
 Every run is a full ``curriculum_ds.train.main`` in this process: the config check, the run-dir
 lock, ``torch.manual_seed(seed)``, a new model, ``deepspeed.initialize``, the loop and its
@@ -56,6 +57,7 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
     p.add_argument("--kill-after-step", type=int)
     p.add_argument("--kill-during-save", type=int)
     p.add_argument("--nan-loss")
+    p.add_argument("--truncate-shard")
     faults, rest = p.parse_known_args(argv)
     unknown = [a for a in rest if a.split("=")[0] in _OTHER_FAULTS]
     if unknown:
@@ -68,6 +70,8 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
     originals = [(owner, name, getattr(owner, name)) for owner, name in _PATCHED]
     if faults.nan_loss is not None:
         faulty_train.install_nan_loss(faults.nan_loss)
+    if faults.truncate_shard is not None:
+        faulty_train.install_truncate_shard(faults.truncate_shard)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)

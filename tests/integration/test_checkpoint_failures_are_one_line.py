@@ -13,11 +13,17 @@ created fails at its first save with one line, ``latest`` never written. The fai
 one process (``helpers.launch_many(launcher=False)``: each a whole ``curriculum_ds.train.main``,
 as ``python -m curriculum_ds.train`` runs it).
 
-From issue 13, item 4, and issue 31, items 1 and 6.
+A shard truncated in place mid-run (``truncate -s 1000`` after step 3, the phase in progress,
+through faulty_train's ``--truncate-shard``) is one line naming the stream and the shard, exit
+code 1, ``latest`` left at the step-3 tag; with the shard restored, ``--resume auto`` continues
+with the uninterrupted run's losses (both runs join the same job; the resume is one more process).
+
+From issue 13, item 4, and issue 31, items 1, 3 and 6.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +31,15 @@ from typing import Any
 
 import pytest
 from crafted_checkpoints import MODEL_STATES, OPTIM_STATES, inject_payload
-from helpers import fixed_docs, launch_many, make_dataset, run_train_module, write_ds_config
+from helpers import (
+    fixed_docs,
+    launch_many,
+    make_dataset,
+    metrics,
+    run_train_module,
+    write_ds_config,
+)
+from run_records import RESUME_REL_TOL
 
 pytestmark = pytest.mark.distributed
 
@@ -141,10 +155,61 @@ def failures(base: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) 
     (save / "checkpoints").write_text("a file where the checkpoints folder goes")
     runs.append((cfg, save, ("--max-steps", "1")))
     where["save"] = save
+    # issue 31, item 3: an uninterrupted run, then the same run with its shard truncated
+    shard_cfg, shard = _shard_run_config(cfg, root)
+    for name, extra in (
+        ("shard reference", ()),
+        ("shard truncated", ("--truncate-shard", f"3:{shard}")),
+    ):
+        run = root / name.replace(" ", "_")
+        runs.append((shard_cfg, run, ("--max-steps", "6", "--save-interval", "3", *extra)))
+        where[name] = run
     outputs = launch_many(
         runs, num_gpus=1, launcher=False, may_fail=frozenset(run for _, run, _ in runs)
     )
     return {name: (path, outputs[runs[i][1]]) for i, (name, path) in enumerate(where.items())}
+
+
+def _shard_run_config(cfg: Path, root: Path) -> tuple[Path, Path]:
+    """The base run's config over a copy of its data (``dcopy``), and that copy's shard file."""
+    import json
+
+    config = json.loads(cfg.read_text())
+    local = Path(config["curriculum"]["schedule"][0]["train_loader"]["streams"][0]["local"])
+    data = shutil.copytree(local, root / "dcopy")
+    config["curriculum"]["schedule"][0]["train_loader"]["streams"][0]["local"] = str(data)
+    shard_cfg = root / "ds_shard.json"
+    shard_cfg.write_text(json.dumps(config))
+    shard = data / "shard.00000.mds"
+    shutil.copy(shard, root / "shard.00000.mds.orig")
+    assert shard.stat().st_size > 4096  # the truncation cuts whole mapped pages off
+    return shard_cfg, shard
+
+
+def test_a_shard_truncated_mid_run_is_one_line_and_the_resume_continues_exactly(
+    failures: dict[str, Any],
+) -> None:
+    reference, ref_proc = failures["shard reference"]
+    run_dir, proc = failures["shard truncated"]
+    assert ref_proc.returncode == 0, ref_proc.output[-3000:]
+    root = run_dir.parent
+    shard = root / "dcopy" / "shard.00000.mds"
+    error = _one_error_line(proc)
+    assert error.startswith(
+        f"stream 'dcopy': shard {shard} changed while the run was reading it ("
+    ), error
+    assert "Bus error" not in proc.output
+    assert (run_dir / "checkpoints" / "latest").read_text() == "global_step3"
+    assert shard.stat().st_size == 1000
+    shutil.copy(root / "shard.00000.mds.orig", shard)
+    resumed = _run(root / "ds_shard.json", run_dir, "--max-steps", "6", "--resume", "auto")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    resumed_rows, reference_rows = metrics(run_dir), metrics(reference)
+    assert [r["step"] for r in resumed_rows] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in reference_rows] == [1, 2, 3, 4, 5, 6]
+    for got, want in zip(resumed_rows, reference_rows, strict=True):
+        assert math.isclose(got["loss"], want["loss"], rel_tol=RESUME_REL_TOL, abs_tol=0.0)
+        assert got["tokens"] == want["tokens"]
 
 
 @pytest.mark.parametrize(

@@ -46,14 +46,15 @@ class SampleReader:
             self.datasets = [open_stream(lo, re) for lo, re in zip(locals_, remotes, strict=True)]
         # released by close(), or when the reader is garbage-collected if nobody called it
         self._release = weakref.finalize(self, _close_all, self.datasets)
-        self.bulk = BulkReader.of(self.datasets)  # None: every sample through streaming
+        self.bulk = BulkReader.of(self.datasets, self.names)  # None: all through streaming
 
     def fetch(self, pairs: npt.NDArray[np.int64], seq_len: int) -> list[npt.NDArray[np.int32]]:
         """The token arrays of ``(stream_idx, sample_idx)`` pairs, each cut to ``seq_len``.
 
         Raises:
             DownloadError: a sample cannot be read (its shard failed to download or to verify
-                against its recorded hash, or a local shard file went missing), naming the stream.
+                against its recorded hash, or a local shard file went missing), or a shard file
+                changed on disk while the run was reading it, naming the stream.
         """
         flat = None if self.bulk is None else self.bulk.read(pairs, seq_len)
         if flat is None:

@@ -15,6 +15,14 @@ is not in the cache yet (a remote shard not downloaded), or anything the reader 
 (a sample that is not a 1-D array, a file shorter than its offsets), makes the call hand back
 ``None``, and the caller reads that micro-batch through streaming, which downloads and verifies
 the shard, or raises its own error.
+
+A shard file changed on disk while the run reads it (truncated or rewritten in place: ``rsync
+--inplace``, a copy over it, a full shared cache) raises
+:class:`~curriculum_ds.errors.DownloadError` ``stream 'S': shard F changed while the run was
+reading it (...)``, never a SIGBUS: the reader maps a file only at the size ``index.json``
+records, turns the SIGBUS of a page cut off under the mapping into that error, and checks each
+file it read (size, inode, modification time) after every call, so that a rewrite of the same
+size is caught too.
 """
 
 from __future__ import annotations
@@ -69,12 +77,19 @@ def _layout(shards: Sequence[Any]) -> tuple[list[int], int, str, bool] | None:
     return sizes, column, parts[1], len(parts) == 3
 
 
+def _recorded_bytes(info: Any) -> int:
+    """A shard file's size as ``index.json`` records it, ``-1`` when it does not."""
+    size = getattr(info, "bytes", None)
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else -1
+
+
 class BulkReader:
     """The ``input_ids`` of ``(stream, sample)`` pairs, read in bulk from the mapped shards.
 
     Args:
         datasets: one ``StreamingDataset`` per stream (as :func:`~curriculum_ds.data.open_stream`
             opens them), the stream index being the position in this list.
+        names: the streams' names, for messages (default: each stream's folder name).
 
     Use :meth:`of`, which returns None when a stream's shards are not ``ndarray`` columns of one
     dtype that this reader handles (the caller then reads every sample through streaming).
@@ -87,22 +102,24 @@ class BulkReader:
         self.dtype = dtype
 
     @classmethod
-    def of(cls, datasets: Sequence[Any]) -> BulkReader | None:
+    def of(cls, datasets: Sequence[Any], names: Sequence[str] | None = None) -> BulkReader | None:
         """A reader over ``datasets``, or None when one of them does not fit (see the class)."""
         specs: list[tuple[Any, ...]] = []
         dtypes = set()
-        for ds in datasets:
+        for j, ds in enumerate(datasets):
             shards = list(getattr(ds, "shards", []))
             layout = _layout(shards)
             if layout is None:
                 return None
             sizes, column, dtype, fixed_shape = layout
             paths = [str(Path(s.dirname, s.split, s.raw_data.basename)) for s in shards]
+            sizes_on_disk = [_recorded_bytes(s.raw_data) for s in shards]
             counts = [int(s.samples) for s in shards]
             if counts != [int(c) for c in ds.samples_per_shard]:
                 return None
             itemsize = np.dtype(dtype).itemsize
-            specs.append((paths, counts, sizes, column, itemsize, fixed_shape))
+            name = names[j] if names is not None else Path(shards[0].dirname).name
+            specs.append((name, paths, sizes_on_disk, counts, sizes, column, itemsize, fixed_shape))
             dtypes.add(dtype)
         if len(dtypes) != 1:
             return None
@@ -121,6 +138,11 @@ class BulkReader:
             ``(values, lengths)``: the values of every sample in order (the dtype streaming
             decodes, e.g. int32) and int64 ``(n,)`` values per sample; or None when streaming
             must read this batch (a shard not in the cache, an unexpected layout).
+
+        Raises:
+            DownloadError: a shard file this read touched changed on disk since the reader
+                mapped it, or does not have the size ``index.json`` records (names the stream
+                and the file).
         """
         flat = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1)
         read = self._shards.gather(flat, int(limit))
@@ -138,6 +160,9 @@ class BulkReader:
             int64 ``(n, seq_len)`` ``input_ids`` (0 on padding), ``attention_mask`` (1 on
             tokens) and ``labels`` (``ignore_index`` on padding), ``seq_len`` the longest
             sample's (at least 1); or None as :meth:`read` (also for a float dtype).
+
+        Raises:
+            DownloadError: as :meth:`read`.
         """
         if self.dtype.kind not in "iu":
             return None

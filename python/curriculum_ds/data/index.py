@@ -7,6 +7,8 @@ readers rely on (types, ranges) and that each listed shard file is on disk with 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ __all__ = [
     "META_FILENAME",
     "METRICS_FILENAME",
     "is_int",
+    "is_plain_file_name",
     "read_index",
     "read_json",
 ]
@@ -34,14 +37,18 @@ METRICS_FILENAME = "metrics.npz"
 def read_index(local: Path, *, require_shards: bool = True) -> dict[str, Any]:
     """Validate that ``local`` is an MDS dataset and return its parsed ``index.json``.
 
-    Every shard needs one of its listed files (``raw_data`` or ``zip_data``) on disk (unless
-    ``require_shards`` is False: the cache folder of a remote stream, whose shards are downloaded
-    on first use), and every listed file on disk must have the size ``index.json`` records (one
-    ``stat`` per file).
+    Every shard file name must be a plain file name (:func:`is_plain_file_name`: the folder
+    reads nothing outside itself). Every shard needs one of its listed files (``raw_data`` or
+    ``zip_data``) on disk (unless ``require_shards`` is False: the cache folder of a remote
+    stream, whose shards are downloaded on first use), and every listed file on disk must be a
+    regular file (not a symbolic link) of the size ``index.json`` records (one ``lstat`` per
+    file).
 
     Raises:
-        DataError: no folder or index, an unreadable index, no shards, a malformed shard entry,
-            a missing shard file, or a shard file of another size (truncated or corrupt).
+        DataError: no folder or index, an unreadable index, no shards, a malformed shard entry
+            (a shard name with a path in it included), a missing shard file, a shard that is a
+            symbolic link or not a regular file, or a shard file of another size (truncated or
+            corrupt).
     """
     if not local.is_dir():
         raise DataError(f"dataset folder not found: {local}")
@@ -54,27 +61,29 @@ def read_index(local: Path, *, require_shards: bool = True) -> dict[str, Any]:
         raise DataError(f"MDS index lists no shards: {index_path}")
     for i, shard in enumerate(shards):
         _check_shard_entry(index_path, i, shard)
-        names = [
-            (shard.get(key) or {}).get("basename")
-            for key in ("raw_data", "zip_data")
-            if isinstance(shard.get(key), dict)
-        ]
-        if require_shards and not any(name and (local / name).is_file() for name in names):
-            shown = names[0] if names else "?"
-            raise DataError(f"MDS dataset {local}: shard file missing: {shown}")
+        found = False
         for key in ("raw_data", "zip_data"):
             info = shard.get(key)
-            if not isinstance(info, dict) or not isinstance(info.get("basename"), str):
+            if not isinstance(info, dict):
                 continue
-            path = local / info["basename"]
+            name = info["basename"]
+            mode_size = _lstat(local / name)
+            if mode_size is None:
+                continue
+            mode, actual = mode_size
+            if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+                what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+                raise DataError(f"MDS dataset {local}: shard file {name} is {what}")
+            found = True
             expected = info.get("bytes")
-            if isinstance(expected, int) and path.is_file():
-                actual = path.stat().st_size
-                if actual != expected:
-                    raise DataError(
-                        f"MDS dataset {local}: shard file {info['basename']} has {actual} bytes "
-                        f"but index.json records {expected} (truncated or corrupt)"
-                    )
+            if isinstance(expected, int) and actual != expected:
+                raise DataError(
+                    f"MDS dataset {local}: shard file {name} has {actual} bytes "
+                    f"but index.json records {expected} (truncated or corrupt)"
+                )
+        if require_shards and not found:
+            names = [shard[k]["basename"] for k in ("raw_data", "zip_data") if shard.get(k)]
+            raise DataError(f"MDS dataset {local}: shard file missing: {names[0]}")
     return index
 
 
@@ -94,6 +103,27 @@ def read_json(path: Path, label: str) -> Any:
 
 
 _MAX_SHARD_SAMPLES = 2**32 - 2  # an MDS shard header stores num_samples + 1 offsets as uint32
+
+
+def is_plain_file_name(name: str) -> bool:
+    r"""Whether ``name`` names a file directly inside a folder, and nothing else.
+
+    Not empty, no ``/`` or ``\`` (so never absolute nor in another folder), not ``.`` or
+    ``..``, no NUL. The one rule for the shard names of an ``index.json``, local or remote (a
+    received dataset folder reads and deletes nothing outside itself).
+    """
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
+
+
+def _lstat(path: Path) -> tuple[int, int] | None:
+    """``(st_mode, st_size)`` of ``path`` itself (a symbolic link not followed), None if absent."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise DataError(f"MDS shard {path}: cannot be read ({err.strerror})") from None
+    return st.st_mode, st.st_size
 
 
 def is_int(value: Any) -> bool:
@@ -133,6 +163,11 @@ def _check_shard_entry(index_path: Path, i: int, shard: Any) -> None:
         name = info.get("basename")
         if not isinstance(name, str) or not name or "\0" in name:
             raise DataError(f"{where}.{key}.basename must be a file name, got {name!r:.60}")
+        if not is_plain_file_name(name):
+            raise DataError(
+                f"{where}.{key}.basename must be a plain file name inside the dataset folder "
+                f"(no '/' or '\\', not '.' or '..'), got {name!r:.200}"
+            )
         size = info.get("bytes")
         if size is not None and (not is_int(size) or size < 0):
             raise DataError(f"{where}.{key}.bytes must be a non-negative integer, got {size!r:.60}")

@@ -25,7 +25,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from curriculum_ds.data.index import META_FILENAME, METRICS_FILENAME, read_index
+from curriculum_ds.data.index import (
+    META_FILENAME,
+    METRICS_FILENAME,
+    is_plain_file_name,
+    read_index,
+)
 from curriculum_ds.errors import DataError
 
 __all__ = [
@@ -304,7 +309,11 @@ def _read_or_none(path: Path) -> bytes | None:
 
 
 def _drop_stale_shards(local: Path, old_index: bytes) -> None:
-    """Remove the cached shard files an earlier ``index.json`` (raw bytes) listed."""
+    """Remove the cached shard files an earlier ``index.json`` (raw bytes) listed.
+
+    Only plain file names (:func:`~curriculum_ds.data.index.is_plain_file_name`, the rule
+    :func:`~curriculum_ds.data.index.read_index` enforces): nothing outside ``local`` is removed.
+    """
     import json
 
     try:
@@ -315,7 +324,7 @@ def _drop_stale_shards(local: Path, old_index: bytes) -> None:
         for key in ("raw_data", "zip_data"):
             info = shard.get(key) if isinstance(shard, dict) else None
             name = info.get("basename") if isinstance(info, dict) else None
-            if isinstance(name, str) and name and "/" not in name and name != INDEX_FILENAME:
+            if isinstance(name, str) and is_plain_file_name(name) and name != INDEX_FILENAME:
                 (local / name).unlink(missing_ok=True)
 
 

@@ -4,7 +4,9 @@ mosaicml-streaming 0.13 keeps every shared-memory handle a dataset touches open 
 interpreter exits (``atexit``), and its prefix search attaches to the handles of every other live
 dataset of the process. :func:`open_stream` and :func:`close_stream` release them as soon as they
 are not needed, so a run that swaps loaders at phase boundaries (or a test session opening
-hundreds of datasets) does not run out of file descriptors.
+hundreds of datasets) does not run out of file descriptors. A process killed with SIGKILL
+releases nothing: :func:`remove_stale_shared_memory` removes what it left in ``/dev/shm``, once
+per process at the first :func:`streaming_registration`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
+import sys
 import tempfile
+import time
 import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -29,6 +34,7 @@ __all__ = [
     "close_stream",
     "drop_cached_shard",
     "open_stream",
+    "remove_stale_shared_memory",
     "shared_memory_lock",
     "streaming_registration",
     "sync_remote_stream",
@@ -36,6 +42,13 @@ __all__ = [
 
 SHARED_MEMORY_LOCK = Path(tempfile.gettempdir()) / "curriculum_ds_streaming_shm.lock"
 """The node-wide lock file that orders shared-memory registrations and releases (POSIX flock)."""
+SHM_DIR = Path("/dev/shm")
+"""Where POSIX shared memory (``shm_open``) lives on Linux."""
+STALE_MIN_AGE_S = 2.0
+"""A segment younger than this (seconds since its last change) is never stale: a process of
+another job may have created it this moment and not mapped it yet."""
+_stale_removed = False
+"""Whether this process ran :func:`remove_stale_shared_memory` at its first registration."""
 
 
 @contextlib.contextmanager
@@ -110,6 +123,8 @@ def open_stream(local: str | Path, remote: str | None = None) -> StreamingDatase
             validate_hash=hash_algorithm(index) if remote is not None else None,
         )
     except (ValueError, RuntimeError, KeyError, OSError) as err:
+        # the handles the failed attempt attached to would keep those segments in use
+        _release_shared_memory(h for h in _live_shared_memory() if id(h) not in before)
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise DataError(f"cannot open MDS dataset {local}: {first}") from err
     # streaming's prefix search attaches to every other live dataset's shared memory and keeps
@@ -221,6 +236,130 @@ def drop_cached_shard(ds: StreamingDataset, sample_idx: int) -> None:
                     (folder / info.basename).unlink(missing_ok=True)
 
 
+def _stale_candidates() -> re.Pattern[str]:
+    """The ``/dev/shm`` names a killed process leaves: streaming's and DeepSpeed's.
+
+    mosaicml-streaming 0.13 names its segments ``f"{prefix:06}_{name}"`` for ``name`` in
+    ``streaming.base.constant.SHM_TO_CLEAN`` (``locals``, ``barrier``, ``shard_states``...;
+    ``streaming.base.shared.prefix._get_path``). DeepSpeed's CPU all-reduce buffers
+    (``deepspeed_allreduce_buffer_*``, ~70 MB each) are left the same way.
+    """
+    from streaming.base.constant import SHM_TO_CLEAN
+
+    names = "|".join(re.escape(n) for n in SHM_TO_CLEAN)
+    return re.compile(rf"^(\d{{6}}_({names})|deepspeed_allreduce_buffer_.*)$")
+
+
+def _segments_in_use(uid: int) -> set[str] | None:
+    """The ``/dev/shm`` names any process of user ``uid`` maps or holds open.
+
+    None when a process of that user cannot be inspected (its ``maps`` or ``fd`` unreadable):
+    then nothing can be called unused. Not counted: a process that ends meanwhile, and one that
+    holds capabilities this process lacks (the kernel refuses to show a more privileged process,
+    e.g. a container's init; the ranks of a job hold the capabilities of the launcher, no more).
+    """
+    prefix = f"{SHM_DIR}/"
+    in_use: set[str] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if proc.stat().st_uid != uid:
+                continue  # another user's process cannot open this user's 0600 segments
+            for line in _read_maps(proc).splitlines():
+                if (i := line.find(prefix)) >= 0:
+                    in_use.add(line[i + len(prefix) :].split(" ")[0])
+            for fd in (proc / "fd").iterdir():
+                with contextlib.suppress(FileNotFoundError):  # closed meanwhile
+                    target = str(fd.readlink())
+                    if target.startswith(prefix):
+                        in_use.add(target[len(prefix) :])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the process ended meanwhile
+        except OSError:
+            if _more_privileged(proc):
+                continue
+            return None  # a process of this user that cannot be read (e.g. another namespace)
+    return in_use
+
+
+def _more_privileged(proc: Path) -> bool:
+    """Whether ``proc`` holds permitted capabilities this process lacks (``CapPrm``)."""
+
+    def permitted(status: Path) -> int:
+        for line in status.read_text(encoding="utf-8").splitlines():
+            if line.startswith("CapPrm:"):
+                return int(line.split()[1], 16)
+        raise ValueError("no CapPrm")
+
+    try:
+        return permitted(proc / "status") & ~permitted(Path("/proc/self/status")) != 0
+    except (OSError, ValueError):
+        return False
+
+
+def _read_maps(proc: Path) -> str:
+    return (proc / "maps").read_text(encoding="utf-8", errors="replace")
+
+
+def remove_stale_shared_memory(*, min_age_s: float | None = None) -> list[str]:
+    """Remove the shared memory that killed processes of this user left in ``/dev/shm``.
+
+    A rank killed with SIGKILL never runs streaming's ``atexit`` cleanup and leaves its
+    ``/dev/shm/NNNNNN_*`` segments (and DeepSpeed's all-reduce buffers) behind; streaming's search
+    for a free prefix then attaches to them, and a stream whose cache folder a dead process had
+    registered is refused ("Reused local directory") until they go. Removed: the segments with
+    streaming's or DeepSpeed's names (:func:`_stale_candidates`) owned by this user that no process
+    of this user maps or holds open, older than ``min_age_s``. Nothing is removed when a process
+    of this user cannot be inspected. Holds :func:`shared_memory_lock` exclusively, so that no
+    curriculum_ds job registers streams meanwhile. Prints one line naming what it removed.
+
+    Args:
+        min_age_s: see :data:`STALE_MIN_AGE_S` (the default).
+
+    Returns:
+        The names removed (none when nothing was stale, or the check was skipped).
+    """
+    with shared_memory_lock(exclusive=True):
+        return _remove_stale_shared_memory(min_age_s)
+
+
+def _remove_stale_shared_memory(min_age_s: float | None) -> list[str]:
+    """:func:`remove_stale_shared_memory` with :func:`shared_memory_lock` already held."""
+    age = STALE_MIN_AGE_S if min_age_s is None else min_age_s
+    uid = os.getuid()
+    pattern = _stale_candidates()
+    try:
+        candidates = [e for e in os.scandir(SHM_DIR) if pattern.match(e.name) and _owned_by(e, uid)]
+    except OSError:
+        return []  # no /dev/shm (not Linux)
+    if not candidates:
+        return []
+    in_use = _segments_in_use(uid)
+    if in_use is None:
+        return []
+    removed = []
+    now = time.time()
+    for entry in candidates:
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if entry.name not in in_use and now - entry.stat().st_mtime >= age:
+                os.unlink(entry.path)
+                removed.append(entry.name)
+    if removed:
+        print(
+            f"curriculum_ds: note: removed {len(removed)} stale shared-memory segment(s) of "
+            f"killed processes from {SHM_DIR}: {', '.join(sorted(removed))}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return removed
+
+
+def _owned_by(entry: os.DirEntry[str], uid: int) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_uid == uid
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def streaming_registration() -> Iterator[None]:
     """Open streams as one step with respect to other curriculum_ds jobs on this node.
@@ -232,15 +371,21 @@ def streaming_registration() -> Iterator[None]:
     a job scans, so the whole job's registration is serialised: once every rank has released its
     previous streams (first barrier: a release takes the same lock, shared), local rank 0 holds
     :func:`~curriculum_ds.data.streams.shared_memory_lock` exclusively while every rank opens its
-    streams, between two more barriers.
+    streams, between two more barriers. The first time in a process, local rank 0 first removes
+    the stale shared memory of killed processes (:func:`remove_stale_shared_memory`), under the
+    same lock.
     """
     import torch.distributed as dist
 
     distributed = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
     if distributed:
         dist.barrier()  # every rank's close_stream (which takes the lock, shared) is done
+    global _stale_removed
     leader = int(os.environ.get("LOCAL_RANK", "0") or 0) == 0
     with shared_memory_lock(exclusive=True) if leader else contextlib.nullcontext():
+        if leader and not _stale_removed:
+            _stale_removed = True
+            _remove_stale_shared_memory(None)
         if distributed:
             dist.barrier()  # no rank of this job scans before the lock is held
         yield
