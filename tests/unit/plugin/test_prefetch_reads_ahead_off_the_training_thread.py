@@ -188,7 +188,7 @@ def test_a_read_that_fails_on_the_thread_is_the_same_one_line_error(
     # through streaming's __getitem__ (its bulk reader maps cached shards only): every read here
     # takes that path
     monkeypatch.setattr(
-        "curriculum_ds.core.sample_reader.BulkReader.of", staticmethod(lambda _: None)
+        "curriculum_ds.core.sample_reader.BulkReader.of", staticmethod(lambda *_: None)
     )
     errors = {}
     for prefetch in (0, 2):
