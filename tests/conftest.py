@@ -32,3 +32,25 @@ def _no_stale_shared_memory():
 
     unlink_stale_shared_memory()
     return
+
+
+@pytest.fixture(scope="session")
+def shared_job(request, tmp_path_factory):
+    """The launched runs of every selected module's ``@shared_runs`` generator, in one launched
+    job per round (``tests/shared_job.py``); ``shared_job(builder)``: what ``builder`` returned."""
+    from shared_job import SharedJob
+
+    return SharedJob(request.session, tmp_path_factory)
+
+
+def pytest_collection_modifyitems(items):
+    """The tests that use the shared job get pytest-timeout's 900 s once per shared-runs
+    generator more: the first of them to run waits for the whole job (its launches have their
+    own subprocess timeouts, tests/shared_job.py)."""
+    from shared_job import builders_of
+
+    modules = {item.module.__name__ for item in items if hasattr(item, "module")}
+    builders = sum(len(builders_of(name)) for name in modules)
+    for item in items:
+        if builders and "shared_job" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(900 * (1 + builders)))

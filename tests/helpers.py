@@ -140,6 +140,8 @@ class RunOutput:
     returncode: int
     output: str
     """stdout and stderr of every rank, rank 0 first."""
+    job_output: str = ""
+    """stdout and stderr of the whole launched job (the launcher's own lines among them)."""
 
 
 def launch_many(
@@ -164,6 +166,8 @@ def launch_many(
 
     Returns each run dir's :class:`RunOutput`. Raises AssertionError with the output tails when
     a run not in ``may_fail`` fails.
+    A new launched test declares its runs with ``@shared_runs`` (``tests/shared_job.py``, which
+    calls this) unless its job cannot be shared (docs/layout.md, "Adding a launched test").
     """
     assert runs, "no runs"
     results, proc, cmd = _launch_many_once(runs, num_gpus, may_fail, launcher, timeout)
@@ -220,6 +224,7 @@ def _launch_many_once(
             # a run that never finished (killed, or not reached): the job's exit code
             returncode=max(codes) if len(codes) == num_gpus else proc.returncode or -1,
             output="".join(log.read_text() for log in logs if log.exists()),
+            job_output=proc.stdout + proc.stderr,
         )
     return results, proc, cmd
 

@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
 import faulty_train
@@ -81,7 +82,10 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
     try:
-        code = train.main(rest)
+        # a fresh warnings registry: a warning printed by an earlier run of the job is printed
+        # again (Python prints a warning once per place and process), as in a launch of its own
+        with warnings.catch_warnings():
+            code = train.main(rest)
         if code == 0 and faults.dump_state is not None:
             faulty_train.dump_state(faults.dump_state)
         return code

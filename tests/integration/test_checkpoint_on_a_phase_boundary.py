@@ -13,9 +13,13 @@ checkpoint must also carry the bucket probabilities into B as the uninterrupted 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import fixed_docs, launch, launch_many, make_dataset, metrics, trace, write_ds_config
+from helpers import fixed_docs, make_dataset, metrics, trace, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
@@ -28,9 +32,10 @@ TOKENS_PER_SAMPLE = 25
 GLOBAL_BATCH = 4  # 2 ranks x micro 1 x GAS 2
 
 
-@pytest.fixture(scope="module")
-def c02(tmp_path_factory):
-    root = tmp_path_factory.mktemp("c02")
+@shared_runs
+def _c02_runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
+    """The kill in round 1 of the session's shared launched job (tests/shared_job.py), both
+    resumes in round 2."""
     a = make_dataset(root, "a", fixed_docs(40, TOKENS_PER_SAMPLE))
     b = make_dataset(root, "b", [d.upper() for d in fixed_docs(40, TOKENS_PER_SAMPLE)])
     curriculum = {
@@ -64,17 +69,11 @@ def c02(tmp_path_factory):
         gradient_accumulation_steps=2,
     )
     run_dir = root / "run"
-    killed = launch(
-        cfg,
-        run_dir,
-        "--save-interval",
-        "1",
-        "--trace-samples",
-        "--kill-after-step",
-        "11",
-        check=False,
-    )
-    assert (run_dir / "checkpoints" / "latest").is_file(), killed.stderr[-4000:]
+    outputs = yield [
+        Run(cfg, run_dir, ("--save-interval", "1", "--trace-samples", "--kill-after-step", "11"))
+    ]
+    killed = outputs[run_dir]
+    assert (run_dir / "checkpoints" / "latest").is_file(), killed.output[-4000:]
     uninterrupted = {r["step"]: r for r in trace(run_dir)}  # steps 1..11, written before the kill
     killed_metrics = metrics(run_dir)
     latest_after_kill = (run_dir / "checkpoints" / "latest").read_text()
@@ -89,13 +88,11 @@ def c02(tmp_path_factory):
     shutil.copytree(run_dir / "checkpoints" / "global_step10", boundary_ckpt / "global_step10")
     (boundary_ckpt / "latest").write_text("global_step10")
 
-    # both resumes share one launched job (helpers.launch_many)
-    outputs = launch_many(
-        [
-            (cfg, run_dir, ("--save-interval", "5", "--trace-samples", "--resume", "auto")),
-            (cfg, variant_dir, ("--trace-samples", "--resume", "auto")),
-        ]
-    )
+    # both resumes in round 2
+    outputs = yield [
+        Run(cfg, run_dir, ("--save-interval", "5", "--trace-samples", "--resume", "auto")),
+        Run(cfg, variant_dir, ("--trace-samples", "--resume", "auto")),
+    ]
     resumed = outputs[run_dir]
     return {
         "cfg": cfg,
@@ -108,6 +105,11 @@ def c02(tmp_path_factory):
         "latest_after_kill": latest_after_kill,
         "boundary_ckpt": boundary_ckpt,
     }
+
+
+@pytest.fixture(scope="module")
+def c02(shared_job):
+    return shared_job(_c02_runs)
 
 
 def test_phase_a_is_steps_1_to_10(c02):

@@ -12,19 +12,22 @@ From issue 6, items 2, 6 and 7.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 from helpers import (
     history,
-    launch,
-    launch_many,
     make_dataset,
     metrics,
     ragged_docs,
     trace,
     write_ds_config,
 )
+from shared_job import Outputs, Run, shared_runs
 
 pytestmark = pytest.mark.distributed
 
@@ -36,10 +39,11 @@ KILL_AFTER = 7
 TRACE = ("--trace-samples",)
 
 
-def _main_runs(tmp_path_factory):
+@shared_runs
+def _main_runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
     """The 2-phase tok run, uninterrupted (``full``) and killed after step KILL_AFTER
-    (``killed``); the kill is launched here, the full run and the resume are left ``pending``."""
-    root = tmp_path_factory.mktemp("dyn_e2e")
+    (``killed``) in round 1 of the session's shared launched job (tests/shared_job.py), the
+    resume in round 2."""
     short = make_dataset(root, "short", ragged_docs(300, seed=1, min_len=10, max_len=40))
     long = make_dataset(
         root, "long", ragged_docs(300, seed=2, min_len=60, max_len=200), max_seq_len=128
@@ -76,24 +80,17 @@ def _main_runs(tmp_path_factory):
     }
     cfg = write_ds_config(root / "ds.json", curriculum, train_micro_batch_size_per_gpu=4)
     full = root / "full"
-    full_run = (
+    full_run = Run(
         cfg,
         full,
         (*TRACE, "--save-interval", str(SAVE_INTERVAL), "--dump-state", str(root / "dump_full")),
     )
     killed = root / "killed"
-    proc = launch(
-        cfg,
-        killed,
-        *TRACE,
-        "--save-interval",
-        str(SAVE_INTERVAL),
-        "--kill-after-step",
-        str(KILL_AFTER),
-        check=False,
-    )
+    kill = (*TRACE, "--save-interval", str(SAVE_INTERVAL), "--kill-after-step", str(KILL_AFTER))
+    outputs = yield [full_run, Run(cfg, killed, kill)]
+    proc = outputs[killed]
     assert proc.returncode != 0, "the fault injection did not kill the run"
-    assert [r["step"] for r in metrics(killed)] == list(range(1, KILL_AFTER + 1)), proc.stderr[
+    assert [r["step"] for r in metrics(killed)] == list(range(1, KILL_AFTER + 1)), proc.output[
         -3000:
     ]
     partial = history(killed)
@@ -102,7 +99,7 @@ def _main_runs(tmp_path_factory):
     # simulate a crash in the middle of writing a history line: the resume must drop it
     with open(killed / "curriculum_history.jsonl", "a", encoding="utf-8") as f:
         f.write('{"step": 99, "phase": 0, "weights": [0.2')
-    resume = (
+    resume = Run(
         cfg,
         killed,
         (
@@ -115,27 +112,18 @@ def _main_runs(tmp_path_factory):
             str(root / "dump_resumed"),
         ),
     )
-    return {"root": root, "full": full, "killed": killed, "pending": [full_run, resume]}
+    yield [resume]
+    return {"root": root, "full": full, "killed": killed}
 
 
 @pytest.fixture(scope="module")
-def all_runs(tmp_path_factory):
-    """The runs of :func:`_main_runs` and :func:`_boundary_runs`: the two kills are launches of
-    their own, the two uninterrupted runs and the two resumes then share one launched job
-    (``helpers.launch_many``)."""
-    main, boundary = _main_runs(tmp_path_factory), _boundary_runs(tmp_path_factory)
-    launch_many([*main.pop("pending"), *boundary.pop("pending")])
-    return {"main": main, "boundary": boundary}
+def runs(shared_job):
+    return shared_job(_main_runs)
 
 
 @pytest.fixture(scope="module")
-def runs(all_runs):
-    return all_runs["main"]
-
-
-@pytest.fixture(scope="module")
-def boundary_runs(all_runs):
-    return all_runs["boundary"]
+def boundary_runs(shared_job):
+    return shared_job(_boundary_runs)
 
 
 def _load(path):
@@ -264,10 +252,11 @@ def test_curve_of_the_real_run(runs, tmp_path):
     assert mpimg.imread(png).shape[:2] == (550, 1100)
 
 
-def _boundary_runs(tmp_path_factory):
+@shared_runs
+def _boundary_runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
     """Phases of exactly 5 steps ("ep" units: 80 samples, global batch 16); a checkpoint at step 5
-    lies exactly on the boundary, so the resumed run starts phase "b" from the checkpoint."""
-    root = tmp_path_factory.mktemp("dyn_boundary")
+    lies exactly on the boundary, so the resumed run starts phase "b" from the checkpoint. The
+    full run and the kill in round 1 of the shared job, the resume in round 2."""
     short = make_dataset(root, "short", ragged_docs(80, seed=3, min_len=5, max_len=60))
     long = make_dataset(
         root, "long", ragged_docs(80, seed=4, min_len=40, max_len=160), max_seq_len=128
@@ -305,19 +294,23 @@ def _boundary_runs(tmp_path_factory):
     }
     cfg = write_ds_config(root / "ds.json", curriculum, train_micro_batch_size_per_gpu=4)
     full, killed = root / "full", root / "killed"
-    full_run = (
+    full_run = Run(
         cfg,
         full,
         (*TRACE, "--save-interval", "5", "--dump-state", str(root / "dump_full")),
     )
-    proc = launch(
-        cfg, killed, *TRACE, "--save-interval", "5", "--kill-after-step", "7", check=False
-    )
+    outputs = yield [
+        full_run,
+        Run(cfg, killed, (*TRACE, "--save-interval", "5", "--kill-after-step", "7")),
+    ]
+    proc = outputs[killed]
     assert proc.returncode != 0, "the fault injection did not kill the run"
-    assert [r["step"] for r in metrics(killed)] == list(range(1, 8)), proc.stderr[-3000:]
+    assert [r["step"] for r in metrics(killed)] == list(range(1, 8)), proc.output[-3000:]
     assert (killed / "checkpoints" / "latest").read_text() == "global_step5"
-    resume = (cfg, killed, (*TRACE, "--resume", "auto", "--dump-state", str(root / "dump_resumed")))
-    return {"root": root, "full": full, "killed": killed, "pending": [full_run, resume]}
+    yield [
+        Run(cfg, killed, (*TRACE, "--resume", "auto", "--dump-state", str(root / "dump_resumed")))
+    ]
+    return {"root": root, "full": full, "killed": killed}
 
 
 def test_resume_on_a_phase_boundary_carries_the_weights(boundary_runs):

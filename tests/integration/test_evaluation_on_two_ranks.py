@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 from helpers import (
-    launch,
-    launch_many,
     make_dataset,
     metrics,
     ragged_docs,
@@ -29,6 +28,7 @@ from helpers import (
     two_phase_curriculum,
     write_ds_config,
 )
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.records.jsonl import read_jsonl
 
@@ -40,9 +40,7 @@ INTERVAL = 700
 MAX_SAMPLES = 9
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("evaluation")
+def _data(root: Path) -> dict[str, Path]:
     return {
         "root": root,
         "short": make_dataset(root, "short", ragged_docs(200, seed=1, min_len=10, max_len=40)),
@@ -69,30 +67,40 @@ def _config(data: dict[str, Path], name: str, *, evaluation: bool) -> Path:
     return write_ds_config(data["root"] / f"{name}.json", curriculum)
 
 
-@pytest.fixture(scope="module")
-def runs(data: dict[str, Path]) -> dict[str, Any]:
+@shared_runs
+def _runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
     """Eval on and eval off, uninterrupted; and an eval-on run SIGKILLed after step 7 (``latest``
-    step 6) and resumed. The kill is a launch of its own; the other three runs share one launched
-    job (``helpers.launch_many``)."""
-    root = data["root"]
+    step 6) and resumed, in the session's shared launched job (tests/shared_job.py): the runs and
+    the kill in round 1, the resume in round 2."""
+    data = _data(root)
     on, off, resumed = root / "on", root / "off", root / "resumed"
     cfg = _config(data, "resume", evaluation=True)
-    killed = launch(cfg, resumed, "--save-interval", "6", "--kill-after-step", "7", check=False)
+    outputs = yield [
+        Run(_config(data, "on", evaluation=True), on, ("--trace-samples",)),
+        Run(_config(data, "off", evaluation=False), off, ("--trace-samples",)),
+        Run(cfg, resumed, ("--save-interval", "6", "--kill-after-step", "7")),
+    ]
+    killed = outputs[resumed]
     latest_after_kill = (resumed / "checkpoints" / "latest").read_text()
-    launch_many(
-        [
-            (_config(data, "on", evaluation=True), on, ("--trace-samples",)),
-            (_config(data, "off", evaluation=False), off, ("--trace-samples",)),
-            (cfg, resumed, ("--save-interval", "6", "--resume", "auto")),
-        ]
-    )
+    yield [Run(cfg, resumed, ("--save-interval", "6", "--resume", "auto"))]
     return {
+        "data": data,
         "on": on,
         "off": off,
         "resumed": resumed,
         "killed": killed,
         "latest_after_kill": latest_after_kill,
     }
+
+
+@pytest.fixture(scope="module")
+def runs(shared_job: Any) -> dict[str, Any]:
+    return shared_job(_runs)
+
+
+@pytest.fixture(scope="module")
+def data(runs: dict[str, Any]) -> dict[str, Path]:
+    return runs["data"]
 
 
 def _due_steps(rows: list[dict[str, Any]]) -> list[int]:

@@ -13,11 +13,13 @@ The closed forms are written out here again (not imported) as the oracle.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import launch, launch_many, make_dataset, metrics, ragged_docs, write_ds_config
+from helpers import make_dataset, metrics, ragged_docs, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 pytestmark = pytest.mark.distributed
 
@@ -43,9 +45,7 @@ def _oracle(kind: str, p: int) -> float:
     return RATIO + (1 - RATIO) * (1 - t)
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("lr_schedule")
+def _data(root: Path) -> dict[str, Path]:
     return {
         "short": make_dataset(root, "short", ragged_docs(300, seed=1, min_len=10, max_len=40)),
         "long": make_dataset(root, "long", ragged_docs(300, seed=2, min_len=30, max_len=60)),
@@ -102,15 +102,15 @@ def _check_rows(kind: str, rows: list[dict[str, Any]]) -> None:
     assert rows[-2]["lr"] > PEAK * RATIO
 
 
-@pytest.fixture(scope="module")
-def lr_runs(data: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@shared_runs
+def _lr_runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
     """The cosine and linear runs, and the wsd run killed (SIGKILL) after step 13 and resumed.
 
-    The kill is a launch of its own; the cosine and linear runs and the wsd resume then share
-    one launched job (``helpers.launch_many``). Returns the run dirs by kind, and the killed
-    launch with what it left (``latest``, the last step logged).
+    In the session's shared launched job (tests/shared_job.py): the cosine and linear runs and
+    the kill in round 1, the wsd resume in round 2. Returns the run dirs by kind, and the killed
+    run's output with what it left (``latest``, the last step logged).
     """
-    root = tmp_path_factory.mktemp("lr_runs")
+    data = _data(root / "data")
     wsd = _config(
         data,
         {"type": "wsd", "warmup": f"{WARMUP}tok", "decay": "last_phase", "min_lr_ratio": RATIO},
@@ -119,23 +119,28 @@ def lr_runs(data: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     )
     runs = {kind: root / kind for kind in ("cosine", "linear", "wsd")}
     common = ("--save-interval", "4")
-    killed = launch(wsd, runs["wsd"], *common, "--kill-after-step", "13", check=False)
-    after_kill = {
-        "latest": (runs["wsd"] / "checkpoints" / "latest").read_text(),
-        "last_step": max(r["step"] for r in metrics(runs["wsd"])),
-    }
     schedules = [
-        (
+        Run(
             _config(
                 data, {"type": kind, "warmup": f"{WARMUP}tok", "min_lr_ratio": RATIO}, f"ds_{kind}"
             ),
             runs[kind],
-            (),
         )
         for kind in ("cosine", "linear")
     ]
-    launch_many([*schedules, (wsd, runs["wsd"], (*common, "--resume", "auto"))])
+    outputs = yield [*schedules, Run(wsd, runs["wsd"], (*common, "--kill-after-step", "13"))]
+    killed = outputs[runs["wsd"]]
+    after_kill = {
+        "latest": (runs["wsd"] / "checkpoints" / "latest").read_text(),
+        "last_step": max(r["step"] for r in metrics(runs["wsd"])),
+    }
+    yield [Run(wsd, runs["wsd"], (*common, "--resume", "auto"))]
     return {"runs": runs, "killed": killed, "after_kill": after_kill}
+
+
+@pytest.fixture(scope="module")
+def lr_runs(shared_job: Any) -> dict[str, Any]:
+    return shared_job(_lr_runs)
 
 
 @pytest.mark.parametrize("kind", ["cosine", "linear"])

@@ -4,7 +4,7 @@ One schedule, two phases, global batch 8 (2 ranks × micro 2 × GAS 2), streams 
 differ ~10× in length: phase ``ramp`` moves its token shares 0.9→0.1 and 0.1→0.9 in
 ``proportion_unit: "tokens"``; phase ``warmup`` ramps ``max_seq_len`` 16→128 as well. Run A goes
 uninterrupted; run B is killed (SIGKILL) after step 8, mid-ramp, and resumed from its step-6
-checkpoint. Two launched jobs in all (``helpers.launch_many``).
+checkpoint. In the session's shared launched job (``tests/shared_job.py``), in two rounds.
 
 * after every step of the ramp phase, each stream's cumulative tokens are within one maximum
   sample length of the integral of its target (the shares at each step's start × its tokens);
@@ -16,12 +16,14 @@ checkpoint. Two launched jobs in all (``helpers.launch_many``).
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import make_dataset, metrics, ragged_docs, trace, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.config.ramps import value_at
 from curriculum_ds.data import read_stream_info
@@ -48,9 +50,9 @@ def _curriculum(short: Path, long: Path) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("moving_two_ranks")
+@shared_runs
+def _runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
+    """A and B's kill in round 1 of the session's shared launched job, B's resume in round 2."""
     short = make_dataset(root, "short", ragged_docs(200, seed=1, min_len=6, max_len=16))
     long = make_dataset(
         root, "long", ragged_docs(120, seed=2, min_len=90, max_len=130), max_seq_len=128
@@ -64,17 +66,19 @@ def runs(tmp_path_factory) -> dict[str, Any]:
     )
     a, b = root / "A", root / "B"
     common = ("--save-interval", "3", "--trace-samples")
-    launch_many(
-        [(cfg, a, common), (cfg, b, (*common, "--kill-after-step", "8"))],
-        may_fail=frozenset({b}),
-    )
+    yield [Run(cfg, a, common), Run(cfg, b, (*common, "--kill-after-step", "8"))]
     killed_at = [r["step"] for r in metrics(b)]
-    launch_many([(cfg, b, (*common, "--resume", "auto"))])
+    yield [Run(cfg, b, (*common, "--resume", "auto"))]
     lengths = {
         name: np.asarray(read_stream_info(str(p)).metrics["num_tokens"])
         for name, p in (("short", short), ("long", long))
     }
     return {"A": a, "B": b, "killed_at": killed_at, "lengths": lengths}
+
+
+@pytest.fixture(scope="module")
+def runs(shared_job: Any) -> dict[str, Any]:
+    return shared_job(_runs)
 
 
 def _phase_rows(rows: list[dict[str, Any]], phase: int) -> list[dict[str, Any]]:

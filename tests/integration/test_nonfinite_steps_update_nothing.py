@@ -9,7 +9,7 @@ DeepSpeed has no check of its own), 2 and 3 in fp32, and ZeRO 2 in bf16. With
 ``curriculum.max_consecutive_nonfinite`` steps in a row the run stops with one line, exit code 1,
 and ``latest`` stays at the last checkpoint written before the limit.
 
-The runs share one launched job (``helpers.launch_many``): each run a whole
+The runs are in the session's shared launched job (``tests/shared_job.py``): each run a whole
 ``curriculum_ds.train.main`` with its own config and engine, the NaN injection put back after it.
 
 From issue 13, item 3.
@@ -18,12 +18,14 @@ From issue 13, item 3.
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from helpers import fixed_docs, launch_many, make_dataset, write_ds_config
+from helpers import fixed_docs, make_dataset, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.records.jsonl import read_jsonl
 
@@ -48,9 +50,7 @@ def _curriculum(data: Path, num_steps: int, **extra: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("nonfinite_data")
+def _data(root: Path) -> Path:
     return make_dataset(root, "d", fixed_docs(64, 32), max_seq_len=32)
 
 
@@ -101,13 +101,13 @@ def _num_tensors(obj: Any) -> int:
 SPLITS = [(0, False), (2, False), (3, False), (2, True)]  # (ZeRO stage, bf16)
 
 
-@pytest.fixture(scope="module")
-def nan_runs(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[Any, Any]:
-    """Every run of this module in one launched job (``helpers.launch_many``): NaN on rank 1 at
-    step 3 under each of SPLITS (``{(stage, bf16): run dir}``), and, last, NaN on rank 0 at
-    steps 2 and 3 with ``max_consecutive_nonfinite`` 2 (``"consecutive"``: its run dir and
-    output; it exits 1)."""
-    root = tmp_path_factory.mktemp("nonfinite")
+@shared_runs
+def _nan_runs(root: Path) -> Generator[list[Run], Outputs, dict[Any, Any]]:
+    """Every run of this module, in the session's shared launched job: NaN on rank 1 at step 3
+    under each of SPLITS (``{(stage, bf16): run dir}``), and, last, NaN on rank 0 at steps 2 and
+    3 with ``max_consecutive_nonfinite`` 2 (``"consecutive"``: its run dir and output; it exits
+    1)."""
+    data = _data(root / "data")
     runs = []
     dirs: dict[Any, Any] = {}
     for stage, bf16 in SPLITS:
@@ -119,14 +119,19 @@ def nan_runs(data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[Any, 
             bf16={"enabled": bf16},
         )
         dirs[(stage, bf16)] = root / name
-        runs.append((cfg, root / name, ("--save-interval", "1", "--nan-loss", "1:3")))
+        runs.append(Run(cfg, root / name, ("--save-interval", "1", "--nan-loss", "1:3")))
     cur = _curriculum(data, 6, max_consecutive_nonfinite=2)
     cfg = write_ds_config(root / "consecutive.json", cur)
     consecutive = root / "consecutive"
-    runs.append((cfg, consecutive, ("--save-interval", "1", "--nan-loss", "0:2,3")))
-    outputs = launch_many(runs, may_fail=frozenset({consecutive}))
+    runs.append(Run(cfg, consecutive, ("--save-interval", "1", "--nan-loss", "0:2,3"), True))
+    outputs = yield runs
     dirs["consecutive"] = (consecutive, outputs[consecutive])
     return dirs
+
+
+@pytest.fixture(scope="module")
+def nan_runs(shared_job: Any) -> dict[Any, Any]:
+    return shared_job(_nan_runs)
 
 
 @pytest.mark.parametrize(("stage", "bf16"), SPLITS, ids=str)

@@ -11,9 +11,14 @@ From issue 12, part 1.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
-from helpers import history, launch, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import history, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.data import read_stream_info
 
@@ -22,7 +27,9 @@ pytestmark = pytest.mark.distributed
 ROWS = {"short": 32, "long": 64}
 
 
-def test_packed_streams_train_on_two_ranks_with_dynamic_reweighting(tmp_path) -> None:
+@shared_runs
+def _packed_run(tmp_path: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
+    """The packed run, in the session's shared launched job."""
     streams = {
         "short": make_dataset(
             tmp_path,
@@ -75,8 +82,17 @@ def test_packed_streams_train_on_two_ranks_with_dynamic_reweighting(tmp_path) ->
     }
     cfg = write_ds_config(tmp_path / "ds.json", curriculum, train_micro_batch_size_per_gpu=2)
     run = tmp_path / "run"
-    launch(cfg, run, "--trace-samples")
+    yield [Run(cfg, run, ("--trace-samples",))]
+    return {"streams": streams, "run": run}
 
+
+@pytest.fixture(scope="module")
+def packed(shared_job: Any) -> dict[str, Any]:
+    return shared_job(_packed_run)
+
+
+def test_packed_streams_train_on_two_ranks_with_dynamic_reweighting(packed) -> None:
+    streams, run = packed["streams"], packed["run"]
     lengths = {
         name: np.asarray(read_stream_info(local).metrics["num_tokens"])
         for name, local in streams.items()

@@ -14,12 +14,15 @@ From issue 4, items 2-4.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from helpers import launch, launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import make_dataset, metrics, ragged_docs, trace, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.data import read_stream_info
 
@@ -36,12 +39,14 @@ def _num_tokens(local: Path, max_seq_len: int) -> np.ndarray:
     return np.minimum(np.asarray(info.metrics["num_tokens"], dtype=np.int64), max_seq_len)
 
 
-@pytest.fixture(scope="module")
-def tok_runs(tmp_path_factory):
+@shared_runs
+def _tok_runs(base: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
     """The same 3-phase tok schedule on 2 ranks x GAS 2 and on 1 rank x GAS 4; and the run of
-    :func:`ep_run` (launched with the 2-rank tok run: ``helpers.launch_many``)."""
-    ep_config, ep_run_dir = _ep_config(tmp_path_factory)
-    root = tmp_path_factory.mktemp("sched_tok")
+    :func:`ep_run`, in the session's shared launched jobs (tests/shared_job.py: the 2-rank runs
+    in its 2-rank job, the 1-rank run in its 1-rank job)."""
+    ep_config, ep_run_dir = _ep_config(base / "sched_ep")
+    root = base / "sched_tok"
+    root.mkdir()
     small = make_dataset(root, "small", ragged_docs(30, seed=1, min_len=10, max_len=40))
     big = make_dataset(
         root, "big", ragged_docs(200, seed=2, min_len=20, max_len=90), max_seq_len=MAX_SEQ_LEN
@@ -88,10 +93,11 @@ def tok_runs(tmp_path_factory):
     )
     two = root / "two_ranks"
     one = root / "one_rank"
-    launch_many(
-        [(cfg2, two, ("--trace-samples",)), (ep_config, ep_run_dir, ("--trace-samples",))]
-    )  # with the ep run: one launched job on 2 ranks
-    launch(cfg1, one, "--trace-samples", num_gpus=1)
+    yield [
+        Run(cfg2, two, ("--trace-samples",)),
+        Run(ep_config, ep_run_dir, ("--trace-samples",)),
+        Run(cfg1, one, ("--trace-samples",), num_gpus=1),
+    ]
     return {
         "two": two,
         "one": one,
@@ -100,6 +106,11 @@ def tok_runs(tmp_path_factory):
         "curriculum": curriculum,
         "ep_run": ep_run_dir,
     }
+
+
+@pytest.fixture(scope="module")
+def tok_runs(shared_job: Any) -> dict[str, Any]:
+    return shared_job(_tok_runs)
 
 
 def test_trace_independent_of_rank_split(tok_runs):
@@ -165,10 +176,10 @@ A_SAMPLES = 20
 B_SAMPLES = 20
 
 
-def _ep_config(tmp_path_factory):
+def _ep_config(root: Path) -> tuple[Path, Path]:
     """ep schedule [first "1ep" over a, second "1.5ep" over b], 2 ranks, global batch 8: the
     config and the run dir."""
-    root = tmp_path_factory.mktemp("sched_ep")
+    root.mkdir()
     a = make_dataset(root, "a", ragged_docs(A_SAMPLES, seed=3, min_len=10, max_len=30))
     b = make_dataset(root, "b", ragged_docs(B_SAMPLES, seed=4, min_len=10, max_len=30))
     assert read_stream_info(str(a)).num_samples == A_SAMPLES

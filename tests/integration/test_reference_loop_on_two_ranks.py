@@ -6,10 +6,12 @@ From issue 2.
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
-from helpers import launch, make_dataset, metrics, ragged_docs, write_ds_config
+from helpers import RunOutput, make_dataset, metrics, ragged_docs, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.commands.launch import build_command
 from curriculum_ds.train import parse_args
@@ -17,9 +19,9 @@ from curriculum_ds.train import parse_args
 pytestmark = pytest.mark.distributed
 
 
-@pytest.fixture(scope="module")
-def two_phase_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e")
+@shared_runs
+def _two_phase_runs(root: Path) -> Generator[list[Run], Outputs, tuple[Path, RunOutput]]:
+    """The run, in the session's shared launched job (tests/shared_job.py)."""
     short = make_dataset(root, "short", ragged_docs(400, seed=1, min_len=10, max_len=40))
     long = make_dataset(
         root, "long", ragged_docs(400, seed=2, min_len=60, max_len=200), max_seq_len=128
@@ -54,8 +56,14 @@ def two_phase_run(tmp_path_factory):
         optimizer={"type": "AdamW", "params": {"lr": 3e-3}},
     )
     run_dir = root / "run"
-    proc = launch(cfg, run_dir, "--save-interval", "10")
-    return run_dir, proc
+    outputs = yield [Run(cfg, run_dir, ("--save-interval", "10"))]
+    return run_dir, outputs[run_dir]
+
+
+@pytest.fixture(scope="module")
+def two_phase_run(shared_job):
+    """(run dir, its output: every rank's, and the launched job's own)."""
+    return shared_job(_two_phase_runs)
 
 
 def test_two_phase_run_switches_at_the_exact_boundary(two_phase_run):
@@ -80,7 +88,7 @@ def test_two_phase_run_switches_at_the_exact_boundary(two_phase_run):
     last5 = sum(r["loss"] for r in rows[-5:]) / 5
     assert last5 < first5
     assert (run_dir / "checkpoints" / "latest").read_text() == f"global_step{last['step']}"
-    assert "finished at step" in proc.stdout
+    assert "finished at step" in proc.output
 
 
 def test_module_flag_and_local_rank(two_phase_run, monkeypatch):
@@ -90,7 +98,7 @@ def test_module_flag_and_local_rank(two_phase_run, monkeypatch):
     cmd = build_command(Path("ds.json"), num_gpus=2, master_port=1234)
     assert cmd[cmd.index("--module") + 1] == "curriculum_ds.train"
     assert "-m" not in cmd
-    assert "'--local_rank=1'" in proc.stdout + proc.stderr
+    assert "'--local_rank=1'" in proc.job_output  # the launcher's line of rank 1's command
     monkeypatch.setenv("LOCAL_RANK", "3")
     args = parse_args(["--local_rank=3", "--deepspeed_config", "ds.json", "--run-dir", "r"])
     assert args.local_rank == 3

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Generator
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import launch, make_dataset, metrics, trace, write_ds_config
+from helpers import RunOutput, make_dataset, metrics, trace, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 import curriculum_ds.data.writer as data_module
 from curriculum_ds.config import load_config
@@ -38,9 +41,9 @@ SEED = 11
 OUR_WARNING = re.compile(r"curriculum_ds[/\\][\w/\\]+\.py:\d+: \w*Warning")
 
 
-@pytest.fixture(scope="module")
-def zero_token_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("zero_tokens")
+@shared_runs
+def _zero_token_runs(root: Path) -> Generator[list[Run], Outputs, tuple[Path, Path, RunOutput]]:
+    """The ZeRO-3 run, in the session's shared launched job (tests/shared_job.py)."""
     real = make_dataset(root, "real", [DOC], max_seq_len=32)
     with pytest.MonkeyPatch.context() as mp:  # cut every document into one-token samples
         mp.setattr(
@@ -77,10 +80,15 @@ def zero_token_run(tmp_path_factory):
         optimizer={"type": "SGD", "params": {"lr": 1.0}},
     )
     run_dir = root / "run"
-    proc = launch(
-        cfg, run_dir, "--max-steps", "3", "--trace-samples", "--dump-state", str(run_dir / "state")
-    )
-    return cfg, run_dir, proc
+    args = ("--max-steps", "3", "--trace-samples", "--dump-state", str(run_dir / "state"))
+    outputs = yield [Run(cfg, run_dir, args)]
+    return cfg, run_dir, outputs[run_dir]
+
+
+@pytest.fixture(scope="module")
+def zero_token_run(shared_job):
+    """(ds config, run dir, its output: every rank's stdout and stderr)."""
+    return shared_job(_zero_token_runs)
 
 
 def test_steps_without_tokens_are_skipped_and_the_run_continues(zero_token_run):
@@ -88,7 +96,7 @@ def test_steps_without_tokens_are_skipped_and_the_run_continues(zero_token_run):
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2, 3]
     assert [r["phase_name"] for r in rows] == ["empty", "empty", "mixed"]
-    assert "finished at step 3" in proc.stdout
+    assert "finished at step 3" in proc.output
     for row in rows[:2]:
         assert row["skipped"] is True
         assert row["loss"] is None
@@ -109,8 +117,8 @@ def test_empty_micro_batch_and_empty_rank_give_no_nan_and_no_warning(zero_token_
     samples = trace(run_dir)[2]["samples"]
     assert [name for name, _ in samples] == ["ones", "real", "ones", "ones"]
     assert "nan" not in (run_dir / "metrics.jsonl").read_text().lower()
-    assert not OUR_WARNING.search(proc.stderr), OUR_WARNING.search(proc.stderr)
-    assert not OUR_WARNING.search(proc.stdout)
+    # the output holds every rank's stdout and stderr (a fresh warnings registry per run)
+    assert not OUR_WARNING.search(proc.output), OUR_WARNING.search(proc.output)
 
 
 def test_update_with_empty_rank_is_the_token_mean_of_the_one_document(zero_token_run):

@@ -10,9 +10,14 @@ From issue 12, item 4.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
-from helpers import launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import make_dataset, metrics, ragged_docs, trace, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.data import read_stream_info
 
@@ -21,9 +26,8 @@ pytestmark = pytest.mark.distributed
 MAX_SEQ_LEN = 128
 
 
-@pytest.fixture(scope="module")
-def token_mix_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tokmix")
+@shared_runs
+def _token_mix_runs(root: Path) -> Generator[list[Run], Outputs, tuple[Path, Path, Any]]:
     paths = {
         "short": make_dataset(root, "short", ragged_docs(200, seed=1, min_len=4, max_len=14)),
         "long": make_dataset(
@@ -44,20 +48,23 @@ def token_mix_run(tmp_path_factory):
     cfg = write_ds_config(root / "ds.json", curriculum, **batch_sizes)
     run_dir = root / "run"
     resumed_dir = root / "resumed"
-    # one launched job (helpers.launch_many): the run, then a run of its own resumed from the
-    # run's step-4 checkpoint (the folder of that tag, which the first run keeps)
+    # in the session's shared launched job (tests/shared_job.py): the run, then a run of its own
+    # resumed from the run's step-4 checkpoint (the folder of that tag, which the first run keeps)
     step4 = run_dir / "checkpoints" / "global_step4"
-    launch_many(
-        [
-            (cfg, run_dir, ("--save-interval", "4", "--trace-samples")),
-            (cfg, resumed_dir, ("--trace-samples", "--resume", str(step4))),
-        ]
-    )
+    yield [
+        Run(cfg, run_dir, ("--save-interval", "4", "--trace-samples")),
+        Run(cfg, resumed_dir, ("--trace-samples", "--resume", str(step4))),
+    ]
     lengths = {
         name: np.minimum(read_stream_info(p).metrics["num_tokens"], MAX_SEQ_LEN)
         for name, p in paths.items()
     }
     return run_dir, resumed_dir, lengths
+
+
+@pytest.fixture(scope="module")
+def token_mix_run(shared_job):
+    return shared_job(_token_mix_runs)
 
 
 def test_token_shares_within_one_sample_after_every_step(token_mix_run):

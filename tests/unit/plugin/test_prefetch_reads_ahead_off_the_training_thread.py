@@ -3,9 +3,13 @@
 In one process, on the in-process engine of conftest.py whose forward sleeps 25 ms (``time.sleep``
 releases the GIL: an asynchronous accelerator's stand-in), over micro-batches of 64 short samples:
 
-* prefetch on: mean ``data_wait_s`` per step ≤ 1/5 of prefetch off, the same micro-batches bit
-  for bit; with dynamic re-weighting on, the steps that wait are the first and those after a
-  recompute (``prefetched == 0``), and the mean is still ≤ 1/5;
+* prefetch on: every micro-batch of a step read ahead was read on the prefetch thread, none on
+  the training thread, which read only the steps that wait (the first, and with dynamic
+  re-weighting on those after a recompute: ``prefetched == 0``); the same micro-batches bit for
+  bit. The mean ``data_wait_s`` ratio on/off (issue 23: ≤ 1/5 on an idle machine, 0.06-0.1 in
+  ``bench/bench_prefetch.py``) is printed, not asserted: it is a wall time, and on a loaded
+  2-core machine the thread can get too little CPU to finish its reads within the 50 ms of
+  the step before (issue 30, item 8: no timed assertions);
 * a batch read ahead is not consumed: the checkpoint state with it pending is prefetch off's,
   and a new curriculum resumed from it (the kill -9 case) draws the same samples;
 * a read that fails on the thread is the same one-line ``DownloadError`` on the training thread,
@@ -18,6 +22,7 @@ import os
 import signal
 import threading
 import time
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,7 @@ import curriculum_ds
 from curriculum_ds.errors import DownloadError
 from curriculum_ds.plugin.curriculum import Curriculum
 from curriculum_ds.plugin.engine import load_run_config
+from curriculum_ds.plugin.prefetch import StepFeed
 
 MICRO, GAS, SLEEP_S = 64, 2, 0.025
 RECOMPUTE = 16
@@ -129,14 +135,37 @@ def _mean_wait(rows: list[dict[str, Any]]) -> float:
     return sum(r["data_wait_s"] for r in rows) / len(rows)
 
 
+def _reads_by_thread(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of the thread of every micro-batch read (``StepFeed._read``), in order."""
+    reads: list[str] = []
+    read = StepFeed._read
+
+    def spy(self: StepFeed, *args: Any) -> Any:
+        reads.append(threading.current_thread().name)
+        return read(self, *args)
+
+    monkeypatch.setattr(StepFeed, "_read", spy)
+    return reads
+
+
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-def test_prefetch_cuts_the_wait_fivefold_with_the_same_batches(make: Any, dynamic: bool) -> None:
+def test_prefetch_reads_on_the_thread_with_the_same_batches(
+    make: Any, dynamic: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     steps = 2 * RECOMPUTE if dynamic else 16
     off_c, on_c = make(0, dynamic=dynamic), make(2, dynamic=dynamic)
+    reads = _reads_by_thread(monkeypatch)
     off, off_ids = _train(off_c, steps)
+    off_reads = list(reads)
+    reads.clear()
     on, on_ids = _train(on_c, steps)
+    # the step after the last one, read ahead at its draw and not used: its reads end first
+    pending = on_c._feed.pending
+    if on_c._feed._ahead is not None:
+        futures.wait(on_c._feed._ahead.futures)
     off_c.close()
     on_c.close()
+    assert off_reads == [threading.main_thread().name] * steps * GAS
     assert len(on_ids) == len(off_ids) == steps * GAS
     assert all(torch.equal(a, b) for a, b in zip(on_ids, off_ids, strict=True))
     assert [r["loss"] for r in on] == [r["loss"] for r in off]
@@ -146,9 +175,13 @@ def test_prefetch_cuts_the_wait_fivefold_with_the_same_batches(make: Any, dynami
     waited = [r["step"] for r in on if r["prefetched"] == 0]
     assert waited == ([1, RECOMPUTE + 1] if dynamic else [1])
     assert all(r["prefetched"] == GAS for r in on if r["step"] not in waited)
+    # the training thread read only the micro-batches of the steps that waited; the thread read
+    # every other step's, and those pending for the step after the last
+    assert pending == (0 if dynamic else GAS)  # dynamic: the last step (32) recomputed
+    assert reads.count(threading.main_thread().name) == len(waited) * GAS
+    assert reads.count(THREAD) == (steps - len(waited)) * GAS + pending
     ratio = _mean_wait(on) / _mean_wait(off)
     print(f"data_wait_s per step: off {_mean_wait(off):.5f}, on {_mean_wait(on):.5f} ({ratio:.3f})")
-    assert ratio <= 1 / 5
     assert not _prefetch_threads()
 
 
