@@ -17,8 +17,8 @@ import pytest
 from helpers import make_dataset, ragged_docs
 
 from curriculum_ds.config import PhaseConfig
-from curriculum_ds.errors import DownloadError
 from curriculum_ds.core.loader import PhaseLoader
+from curriculum_ds.errors import DownloadError
 
 
 def _phase(local: Path) -> PhaseConfig:
