@@ -644,7 +644,7 @@ mod tests {
     #[test]
     fn a_shard_truncated_or_rewritten_under_the_mapping_is_changed_not_a_crash() {
         let dir = std::env::temp_dir().join(format!("cds-mds-changed-{}", std::process::id()));
-        let (path, bytes, shards) = big_shard_on_disk(&dir);
+        let (path, _, shards) = big_shard_on_disk(&dir);
         let (mut out, mut lengths) = (Vec::new(), Vec::new());
         shards.gather(&[0, 0], 8, &mut out, &mut lengths).unwrap();
         // shortened in place: the last sample's pages are gone from the mapping (a SIGBUS)

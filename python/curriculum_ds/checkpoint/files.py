@@ -257,13 +257,19 @@ def _newness(tag_dir: Path) -> tuple[int, int]:
 def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
     """The tag and the saved ``curriculum`` client state as stored (None: no curriculum).
 
-    For inspecting a checkpoint; a resume reads it with :func:`open_tag`.
+    For inspecting a checkpoint (``report``); a resume reads it with :func:`open_tag`. Every
+    other file of the tag is checked by the safe loader too, as :func:`open_tag` checks it, so a
+    tag that carries code is refused by whatever looks at it first, not only by a resume.
 
     Raises:
+        UnsafeCheckpointError: a file of the tag needs a pickle global outside the allow-list.
         ResumeError: If the folder holds no readable DeepSpeed checkpoint.
     """
     tag_dir = _tag_dir(ckpt)
-    return tag_dir.name, model_states(tag_dir).get("curriculum")
+    saved = model_states(tag_dir).get("curriculum")
+    states = _states_file(tag_dir)
+    safe_load.check_files(p for p in safe_load.tag_files(tag_dir) if p != states)
+    return tag_dir.name, saved
 
 
 def resume_verdict(run: RunConfig, ckpt: Path | SavedTag) -> str:

@@ -4,8 +4,8 @@ The break-in report's reproduction (F1): a tag whose model states file carries a
 payload (``os.system("touch MARKER")``), and a ZeRO-2 tag with whole model states whose optimizer
 states file carries it (tests/crafted_checkpoints.py). ``validate --resume-from``, ``export``
 and the reference loop's ``--resume auto`` (its ``main``: the refusal comes before DeepSpeed
-starts) refuse both in one line naming the file and the global; ``report`` refuses the first
-and never opens the optimizer file of the second. The marker never appears. The safe loader
+starts) and ``report`` refuse both in one line naming the file and the global. The marker
+never appears. The safe loader
 itself reads the numpy arrays a curriculum state holds and DeepSpeed's optimizer types, and
 tells a file that could run code from one that is merely unreadable. (The plugin's
 ``load_checkpoint``: tests/unit/plugin/test_load_checkpoint_runs_no_code.py; the HF Trainer's
@@ -96,31 +96,18 @@ def test_the_reference_loop_refuses_it_before_deepspeed_starts(
     assert not marker.exists()
 
 
-def test_report_refuses_a_payload_in_the_model_states(tmp_path):
+@pytest.mark.parametrize("payload_in", PAYLOADS)
+def test_report_refuses_it(tmp_path, payload_in):
+    """``report`` looks at the tag's curriculum state and checks every other file of it as a
+    resume would: a tag that carries code is refused by whatever looks at it first."""
     marker = tmp_path / "MARKER"
     run_dir = tmp_path / "run"
-    tag = crafted_tag(run_dir / "checkpoints", marker, payload_in="model_states")
+    tag = crafted_tag(run_dir / "checkpoints", marker, payload_in=payload_in)
     (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1, "tokens": 32, "phase": 0}) + "\n")
     result = CliRunner().invoke(cli_main, ["report", str(run_dir)])
-    refusal(one_error_line(result), tag, "model_states")
+    refusal(one_error_line(result), tag, payload_in)
     assert not marker.exists()
     assert not (run_dir / "report.png").exists()  # refused before anything is written
-
-
-def test_report_never_opens_the_optimizer_states(tmp_path, monkeypatch):
-    # report reads the curriculum state only (the model states file, whole here): the
-    # optimizer file with the payload is not opened, by the safe loader or anything else
-    marker = tmp_path / "MARKER"
-    run_dir = tmp_path / "run"
-    tag = crafted_tag(run_dir / "checkpoints", marker, payload_in="optimizer_states")
-    opened: list[Path] = []
-    load = safe_load.load
-    monkeypatch.setattr(safe_load, "load", lambda path: opened.append(path) or load(path))
-    from curriculum_ds.commands.report_shares import read_targets
-
-    assert read_targets(run_dir) == {}  # a tag without curriculum state
-    assert opened == [tag / MODEL_STATES]
-    assert not marker.exists()
 
 
 def test_the_safe_loader_reads_a_curriculum_state_and_deepspeeds_optimizer_types(tmp_path):
