@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from click.testing import CliRunner
 from helpers import make_dataset, ragged_docs
+from tiny_models import ByteLM
 
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.config import load_config
@@ -60,19 +60,6 @@ VECTORS = {
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("migrated")
     return make_dataset(root, "train", ragged_docs(40, seed=5, min_len=12, max_len=30))
-
-
-class ByteLM(torch.nn.Module):
-    """Embedding + linear head over the byte tokenizer's ids."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.embed = torch.nn.Embedding(512, 8)
-        self.head = torch.nn.Linear(8, 512)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: Any = None) -> torch.Tensor:
-        return self.head(self.embed(input_ids))
 
 
 @pytest.mark.parametrize("name", list(VECTORS))

@@ -14,27 +14,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from helpers import make_dataset, ragged_docs, write_ds_config
+from tiny_models import ByteLM
 
 import curriculum_ds
 from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.plugin.engine import load_run_config
 
 STEPS, RECOMPUTE = 6, 2
-
-
-class ByteLM(torch.nn.Module):
-    """Embedding + linear head over byte tokens: logits ``(batch, seq_len, 512)``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.embed = torch.nn.Embedding(512, 8)
-        self.head = torch.nn.Linear(8, 512)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: Any = None) -> torch.Tensor:
-        return self.head(self.embed(input_ids))
 
 
 @pytest.fixture(scope="module")
