@@ -286,8 +286,8 @@ class PhaseLoader:
             self.loss_weights = weights.copy()
         if update.proportions is not None:
             before = self.stream_weights
-            if before is None and not self.moving_mix:  # static: the same shares, tracked
-                before = np.array(self.phase.train_loader.proportions_at(0.0), dtype=np.float64)
+            if before is None and not self.moving_mix:  # static: its own shares, tracked
+                before = self.proportions.copy()
             self.set_proportions(update.proportions)
             self.hold = None if update.hold_steps is None else (update.hold_steps, before)
 
