@@ -30,7 +30,8 @@ def test_bench_loader_scale_runs_and_reports(tmp_path):
     assert result["samples"] == 3000
     for build in (result["build_big"], result["build_mix"]):
         assert build["build_s"] > 0
-        assert build["peak_rss_mib"] >= build["rss_added_mib"] > 0
+        # what the build adds can round to 0 MiB at this size (a peak the imports already set)
+        assert build["peak_rss_mib"] >= build["rss_added_mib"] >= 0
     assert set(result["draw_samples_per_s"]) == {"samples", "tokens", "samples, 8 buckets"}
     assert all(rate > 0 for rate in result["draw_samples_per_s"].values())
     fetch = result["fetch"]

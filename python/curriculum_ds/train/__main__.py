@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
-from curriculum_ds.train.entry import main, shutdown
+from curriculum_ds.train.entry import exit_now, main, shutdown
 
 if __name__ == "__main__":
     exit_code = main()
     shutdown()
-    sys.exit(exit_code)
+    exit_now(exit_code)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from curriculum_ds.train.args import parse_args
 from curriculum_ds.train.loop import train
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ["main", "shutdown"]
+__all__ = ["exit_now", "main", "shutdown"]
 
 _PEER_ERROR_GRACE_S = 3.0
 """Seconds a rank other than 0 waits before printing its own DownloadError (see ``main``)."""
@@ -97,3 +97,19 @@ def shutdown() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def exit_now(exit_code: int) -> NoReturn:
+    """End the rank's process with ``exit_code``, without the interpreter's teardown.
+
+    The run's files are closed and its process group destroyed (:func:`shutdown`); the atexit
+    handlers run here (streaming's shared-memory cleanup, logging's flush), then the process
+    ends. The teardown skipped would walk torch's, transformers' and DeepSpeed's module graphs:
+    ~1.5 s of every rank's exit on a 2-core machine, for no memory anyone gets back.
+    """
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
