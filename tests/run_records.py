@@ -15,8 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from curriculum_ds.records.jsonl import read_jsonl
-from curriculum_ds.records.resume import RECORD_FILES
+from curriculum_ds.records.jsonl import RECORD_FILES, read_jsonl
 
 RESUME_REL_TOL = 1e-7
 """A resumed run's losses against the uninterrupted run's: the bound docs/resume-and-faults.md

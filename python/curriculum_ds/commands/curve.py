@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.commands import stream_weights as sw
 from curriculum_ds.errors import DataError
-from curriculum_ds.records.jsonl import read_jsonl
-from curriculum_ds.records.resume import last_row_per_step
+from curriculum_ds.records.jsonl import last_row_per_step, read_jsonl
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

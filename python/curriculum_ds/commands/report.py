@@ -39,8 +39,7 @@ from curriculum_ds.commands.report_shares import (
     shares,
 )
 from curriculum_ds.errors import DataError
-from curriculum_ds.records.jsonl import read_jsonl
-from curriculum_ds.records.resume import last_row_per_step
+from curriculum_ds.records.jsonl import last_row_per_step, read_jsonl
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

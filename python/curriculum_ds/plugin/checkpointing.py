@@ -20,7 +20,7 @@ from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
 from curriculum_ds.checkpoint.state import CurriculumState, DynamicState, LoaderState
 from curriculum_ds.dynamic import Reweighter, make_reweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError
-from curriculum_ds.records.resume import resume_monitors
+from curriculum_ds.records.monitors import resume_monitors
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -212,8 +212,8 @@ class CheckpointingMixin:
         A DeepSpeed checkpoint without curriculum state starts the schedule at its first phase
         and keeps the engine's step count. On global rank 0 the ds_config's ``csv_monitor`` and
         ``tensorboard`` are cut back to the loaded step
-        (:func:`~curriculum_ds.records.resume.resume_monitors`); the run dir's JSONL files are
-        the loop's (:func:`~curriculum_ds.records.resume.truncate_records`, which ``RunLog``
+        (:func:`~curriculum_ds.records.monitors.resume_monitors`); the run dir's JSONL files are
+        the loop's (:func:`~curriculum_ds.records.jsonl.truncate_records`, which ``RunLog``
         calls).
 
         Args:

@@ -7,12 +7,11 @@ and read by every writer and reader (the JSONL files, DeepSpeed's monitors, the 
 Modules, one concern each: ``schema`` (the rows: :class:`~curriculum_ds.records.schema.
 MetricsRow`, ``EvalRow``, ``HistoryRow``, ``TraceRow``, and :func:`~curriculum_ds.records.schema.
 metrics_row`, the one function that builds a step's metrics row), ``jsonl`` (the run directory's
-append-only JSONL files: :class:`~curriculum_ds.records.jsonl.RunLog`, ``read_jsonl``,
-``truncate_jsonl``), ``monitors`` (the rows as events of DeepSpeed's ``tensorboard``, ``wandb``
-and ``csv_monitor``: :class:`~curriculum_ds.records.monitors.CurriculumMonitor`), ``resume``
-(the records cut back to a resumed checkpoint's step, one row per step:
-:func:`~curriculum_ds.records.resume.truncate_records`, ``resume_monitors``,
-``last_row_per_step``), ``progress``
+append-only JSONL files: :class:`~curriculum_ds.records.jsonl.RunLog`, ``read_jsonl``, and
+their cut back to a resumed checkpoint's step, one row per step: ``truncate_records``,
+``last_row_per_step``), ``monitors`` (the rows as events of DeepSpeed's ``tensorboard``,
+``wandb`` and ``csv_monitor``: :class:`~curriculum_ds.records.monitors.CurriculumMonitor`, and
+their cut back on a resume: ``resume_monitors``), ``progress``
 (for humans: the start banner and one log line per interval, :class:`~curriculum_ds.records.
 progress.StepLogger`).
 """

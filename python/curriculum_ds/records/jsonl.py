@@ -3,6 +3,15 @@
 A line is written with one ``write`` of a complete newline-terminated string and flushed, so a
 crash leaves at most one partial last line; :func:`truncate_jsonl` removes such a line (and, on
 resume, every line past the checkpoint's step) so that what remains always reads as valid JSON.
+
+A resumed run continues from its checkpoint's step N, so every row a killed or preempted run
+wrote after step N is written again by the continuation: before it writes anything,
+:func:`truncate_records` cuts the run directory's record files (``metrics.jsonl``,
+``eval.jsonl``, ``curriculum_history.jsonl``, ``sample_trace.jsonl``, and any file a user loop
+names) back to the rows of steps ≤ N, an atomic rewrite each (DeepSpeed's monitors are cut by
+:func:`curriculum_ds.records.monitors.resume_monitors`). The readers (``report``, ``curve``) keep
+the last row per step (:func:`last_row_per_step`), so a run dir written before these cuts
+existed still reads as one row per step.
 """
 
 from __future__ import annotations
@@ -15,11 +24,22 @@ from typing import TYPE_CHECKING, Any
 from curriculum_ds.errors import DataError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow, TraceRow
 
-__all__ = ["JsonlWriter", "RunLog", "read_jsonl", "truncate_jsonl"]
+__all__ = [
+    "RECORD_FILES",
+    "JsonlWriter",
+    "RunLog",
+    "last_row_per_step",
+    "read_jsonl",
+    "truncate_jsonl",
+    "truncate_records",
+]
+
+RECORD_FILES = ("metrics.jsonl", "eval.jsonl", "curriculum_history.jsonl", "sample_trace.jsonl")
+"""The JSONL files of a run directory with one row per step (or per recompute/evaluation)."""
 
 
 class JsonlWriter:
@@ -104,7 +124,7 @@ class RunLog:
     weight recompute, when ``history``) and ``sample_trace.jsonl`` (one row per step, when
     ``trace``) and ``eval.jsonl`` (one row per held-out evaluation, when ``evaluation``). On a
     fresh start the files are emptied; on a resume they keep the rows up to the
-    checkpoint's step (:func:`~curriculum_ds.records.resume.truncate_records`), so that they
+    checkpoint's step (:func:`truncate_records`), so that they
     read as one uninterrupted run.
 
     Args:
@@ -124,8 +144,6 @@ class RunLog:
         trace: bool,
         evaluation: bool = False,
     ) -> None:
-        from curriculum_ds.records.resume import truncate_records
-
         run_dir.mkdir(parents=True, exist_ok=True)
         truncate_records(run_dir, resumed_step if resumed_step is not None else -1)
         self.metrics = JsonlWriter(run_dir / "metrics.jsonl")
@@ -157,3 +175,48 @@ class RunLog:
         for writer in (self.metrics, self.history, self.trace, self.eval):
             if writer is not None:
                 writer.close()
+
+
+def truncate_records(
+    run_dir: str | os.PathLike[str], step: int, *, extra: Iterable[str] = ()
+) -> list[Path]:
+    """Cut every record file of ``run_dir`` back to the rows of steps ≤ ``step``.
+
+    Each file is rewritten atomically (a temporary file renamed over it); a partial last line is
+    dropped with the rows past ``step``. A file that does not exist is left absent.
+
+    Args:
+        run_dir: the run directory.
+        step: the checkpoint's optimizer step (rows with ``step`` > it go); -1 empties the
+            files (a fresh start in a used run dir).
+        extra: more JSONL file names under ``run_dir`` with a ``step`` field per row (a user
+            loop's own records).
+
+    Returns:
+        The files that exist and were rewritten.
+    """
+    root = Path(run_dir)
+    done = []
+    for name in (*RECORD_FILES, *extra):
+        path = root / name
+        if path.is_file():
+            truncate_jsonl(path, step)
+            done.append(path)
+    return done
+
+
+def last_row_per_step(rows: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """The last row of each step, by step (what a reader of a run's records keeps).
+
+    Args:
+        rows: records with an integer ``step`` (rows without one are left out), in file order.
+
+    Returns:
+        One row per step, the last one written for it, sorted by step.
+    """
+    last: dict[int, Mapping[str, Any]] = {}
+    for row in rows:
+        step = row.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            last[step] = row
+    return [last[s] for s in sorted(last)]

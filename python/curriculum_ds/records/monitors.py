@@ -42,10 +42,24 @@ Where they write: the reference loop passes the ds_config through
 :func:`default_monitor_paths`, so an enabled monitor without an ``output_path`` writes under
 ``--run-dir/monitors/`` (``tensorboard/<job_name>``, ``csv/<job_name>``, ``wandb/``) instead of
 DeepSpeed's default (the working directory) — one config serves many runs.
+
+On a resume, :func:`resume_monitors` cuts DeepSpeed's monitors back to the checkpoint's step N:
+each ``csv_monitor`` file is cut back atomically, keeping its one header, and the monitor is told
+the file has its header (so DeepSpeed does not write a second one); the TensorBoard writer is
+reopened with ``purge_step=N + 1``, TensorBoard's own way to hide the events a crashed run
+logged past the step it restarts from. :meth:`Curriculum.load_checkpoint
+<curriculum_ds.plugin.Curriculum.load_checkpoint>` calls it on global rank 0, so a user loop gets
+it without a call of its own. The x-axis of a record is the optimizer step, except DeepSpeed's
+own ``Train/Samples/*`` tags, whose x is the global sample count (cut at the checkpoint's
+``engine.global_samples``). TensorBoard's purge is one step number for the whole event file: it
+hides every event at x ≥ N + 1, so the ``Train/Samples/*`` curves from before the resume are
+hidden too (their x are sample counts, mostly above N); the ``curriculum/*`` tags, whose x is the
+step, are exact.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
@@ -61,7 +75,9 @@ __all__ = [
     "bucket_events",
     "default_monitor_paths",
     "eval_events",
+    "resume_monitors",
     "step_events",
+    "truncate_csv",
 ]
 
 PREFIX = "curriculum"
@@ -254,3 +270,76 @@ class CurriculumMonitor:
             rows.setdefault(step, {f"{PREFIX}/step": step})[tag] = value
         for row in rows.values():
             self.monitor.wandb_monitor.log(row)
+
+
+_SAMPLES_PREFIX = "Train_Samples_"
+"""DeepSpeed's own CSV monitor files whose x-axis is the global sample count."""
+
+
+def truncate_csv(path: Path, max_x: float) -> bool:
+    """Keep the header and the rows of a ``step,value`` CSV file whose x is ≤ ``max_x``.
+
+    The header is the first row whose first cell is not a number (DeepSpeed writes ``step,<tag>``
+    whenever its monitor opens a file it has not written in this process, so a resumed run used
+    to add a second one); later non-numeric rows are dropped. Atomic rewrite.
+
+    Args:
+        path: a ``csv_monitor`` file.
+        max_x: the last x (the step, or the sample count for ``Train_Samples_*``) to keep.
+
+    Returns:
+        Whether the file has a header now.
+    """
+    header: list[str] | None = None
+    kept: list[list[str]] = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.reader(f):
+            if not row:
+                continue
+            try:
+                x = float(row[0])
+            except ValueError:
+                if header is None and not kept:
+                    header = row
+                continue
+            if x <= max_x:
+                kept.append(row)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        if header is not None:
+            writer.writerow(header)
+        writer.writerows(kept)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return header is not None
+
+
+def resume_monitors(monitor: Any, step: int, samples: int) -> None:
+    """Cut DeepSpeed's CSV and TensorBoard monitors back to a resumed checkpoint.
+
+    Args:
+        monitor: ``engine.monitor`` (a ``deepspeed.monitor.monitor.MonitorMaster``) with its
+            writers built (global rank 0); None or one without writers is a no-op.
+        step: the checkpoint's optimizer step.
+        samples: the checkpoint's global sample count (``engine.global_samples``): the cut of
+            DeepSpeed's own ``Train/Samples/*`` CSV files.
+    """
+    if monitor is None or not getattr(monitor, "enabled", False):
+        return
+    csv_monitor = getattr(monitor, "csv_monitor", None)
+    log_dir = getattr(csv_monitor, "log_dir", None)
+    if csv_monitor is not None and log_dir is not None and Path(log_dir).is_dir():
+        for path in sorted(Path(log_dir).glob("*.csv")):
+            cut = samples if path.stem.startswith(_SAMPLES_PREFIX) else step
+            if truncate_csv(path, cut) and path.stem not in csv_monitor.filenames:
+                csv_monitor.filenames.append(path.stem)  # its header is there: not again
+    tb = getattr(monitor, "tb_monitor", None)
+    writer = getattr(tb, "summary_writer", None)
+    if tb is not None and writer is not None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        log_dir = writer.log_dir
+        writer.close()
+        tb.summary_writer = SummaryWriter(log_dir=log_dir, purge_step=step + 1)

@@ -14,14 +14,15 @@ import re
 import pytest
 from monitor_readers import read_csv_monitor
 
-from curriculum_ds.records.jsonl import JsonlWriter, RunLog, read_jsonl, truncate_jsonl
-from curriculum_ds.records.monitors import CurriculumMonitor
-from curriculum_ds.records.resume import (
+from curriculum_ds.records.jsonl import (
+    JsonlWriter,
+    RunLog,
     last_row_per_step,
-    resume_monitors,
-    truncate_csv,
+    read_jsonl,
+    truncate_jsonl,
     truncate_records,
 )
+from curriculum_ds.records.monitors import CurriculumMonitor, resume_monitors, truncate_csv
 
 
 def _metrics(step, loss):
