@@ -55,10 +55,10 @@ from curriculum_ds.core.loader_state import parse_loader_state
 from curriculum_ds.core.microbatch import MicroBatch, collate
 from curriculum_ds.core.sample_reader import SampleReader
 from curriculum_ds.data import read_stream_info
+from curriculum_ds.data.packing import check_packed_rows
 from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.kernels import BucketSampler, blend_samples, blend_tokens
-from curriculum_ds.preflight import check_packed_rows
 
 if TYPE_CHECKING:
     from curriculum_ds.config import PhaseConfig

@@ -13,16 +13,23 @@
 would have: the share of token slots that are padding when every row is padded to
 ``max_seq_len`` (fixed-shape batches; the trainer's collator pads a micro-batch only to its
 longest row, so it wastes at most this share).
+
+:func:`check_packed_rows` refuses a packed stream whose rows are longer than a phase's
+``max_seq_len`` (the preflight and the loader both call it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["PaddingTally", "pack_rows", "padding_fraction", "split_document"]
+from curriculum_ds.errors import ConfigError
+from curriculum_ds.files.user_paths import show_path
+
+__all__ = ["PaddingTally", "check_packed_rows", "pack_rows", "padding_fraction", "split_document"]
 
 
 def split_document(ids: np.ndarray, max_seq_len: int, min_tokens: int) -> list[np.ndarray]:
@@ -125,3 +132,29 @@ class PaddingTally:
         """Padding fraction of the packed layout (only its last row can be short)."""
         rows = -(-self.num_tokens // self.max_seq_len)
         return padding_fraction(self.num_tokens, rows, self.max_seq_len)
+
+
+def check_packed_rows(info: Any, max_seq_len: int, where: str) -> None:
+    """Refuse a packed stream whose rows are longer than the phase's ``max_seq_len``.
+
+    A packed row (``prepare --pack``) spans documents; cutting it to a shorter ``max_seq_len``
+    would drop the rest of the row's tokens, so it is refused rather than truncated. Rows shorter
+    than ``max_seq_len`` are fine (a micro-batch is padded to its longest row).
+
+    Args:
+        info: The stream's :class:`~curriculum_ds.data.StreamInfo` (``packed``, ``max_seq_len``).
+        max_seq_len: The phase's ``train_loader.max_seq_len``, tokens.
+        where: The stream's JSON path and phase, for the message.
+
+    Raises:
+        ConfigError: one line naming the stream, its row length and the phase's max_seq_len.
+    """
+    row_len = getattr(info, "max_seq_len", None)
+    if getattr(info, "packed", False) and isinstance(row_len, int) and row_len > max_seq_len:
+        local = getattr(info, "local", "?")
+        raise ConfigError(
+            f"{where}.local: {show_path(str(local))} is packed into rows of {row_len} tokens, "
+            f"longer than the phase's max_seq_len {max_seq_len} (a packed row is never cut); "
+            f"raise max_seq_len to {row_len} or re-run `curriculum-ds prepare --pack "
+            f"--max-seq-len {max_seq_len}`"
+        )

@@ -25,7 +25,7 @@ few samples; touches no RNG; deterministic.
 from __future__ import annotations
 
 from curriculum_ds.config.deepspeed import deepspeed_config_errors
-from curriculum_ds.preflight.data import check_packed_rows, check_streams
+from curriculum_ds.preflight.data import check_streams
 from curriculum_ds.preflight.model import POSITION_KEYS, check_model_context, model_max_positions
 from curriculum_ds.preflight.streams import (
     read_stream_info_checked,
@@ -36,7 +36,6 @@ from curriculum_ds.preflight.streams import (
 __all__ = [
     "POSITION_KEYS",
     "check_model_context",
-    "check_packed_rows",
     "check_streams",
     "deepspeed_config_errors",
     "model_max_positions",

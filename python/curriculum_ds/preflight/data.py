@@ -2,10 +2,11 @@
 
 :func:`check_streams` checks what :mod:`curriculum_ds.preflight.streams` read (shard files, a
 decoded probe, one tokenizer and vocabulary for all streams, token ids within the model's
-vocabulary, finite values in the dynamic re-weighting's metric columns);
-:func:`check_packed_rows` refuses packed rows longer than a phase's ``max_seq_len`` (the loader
-calls it too). Every refusal is a :class:`~curriculum_ds.errors.ConfigError` naming the JSON path
-(and phase). Touches no RNG; deterministic.
+vocabulary, finite values in the dynamic re-weighting's metric columns), and that a packed
+stream's rows fit every phase that reads it
+(:func:`curriculum_ds.data.packing.check_packed_rows`, which the loader calls too). Every refusal
+is a :class:`~curriculum_ds.errors.ConfigError` naming the JSON path (and phase). Touches no RNG;
+deterministic.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.config.messages import show_value
+from curriculum_ds.data.packing import check_packed_rows
 from curriculum_ds.errors import ConfigError
 from curriculum_ds.preflight.model import _model_vocab_size
 from curriculum_ds.preflight.streams import _all_streams, _read_streams, _stream_path
@@ -22,33 +24,7 @@ from curriculum_ds.preflight.streams import _all_streams, _read_streams, _stream
 if TYPE_CHECKING:
     from curriculum_ds.config.models import CurriculumConfig
 
-__all__ = ["check_packed_rows", "check_streams"]
-
-
-def check_packed_rows(info: Any, max_seq_len: int, where: str) -> None:
-    """Refuse a packed stream whose rows are longer than the phase's ``max_seq_len``.
-
-    A packed row (``prepare --pack``) spans documents; cutting it to a shorter ``max_seq_len``
-    would drop the rest of the row's tokens, so it is refused rather than truncated. Rows shorter
-    than ``max_seq_len`` are fine (a micro-batch is padded to its longest row).
-
-    Args:
-        info: The stream's :class:`~curriculum_ds.data.StreamInfo` (``packed``, ``max_seq_len``).
-        max_seq_len: The phase's ``train_loader.max_seq_len``, tokens.
-        where: The stream's JSON path and phase, for the message.
-
-    Raises:
-        ConfigError: one line naming the stream, its row length and the phase's max_seq_len.
-    """
-    row_len = getattr(info, "max_seq_len", None)
-    if getattr(info, "packed", False) and isinstance(row_len, int) and row_len > max_seq_len:
-        local = getattr(info, "local", "?")
-        raise ConfigError(
-            f"{where}.local: {show_value(str(local))} is packed into rows of {row_len} tokens, "
-            f"longer than the phase's max_seq_len {max_seq_len} (a packed row is never cut); "
-            f"raise max_seq_len to {row_len} or re-run `curriculum-ds prepare --pack "
-            f"--max-seq-len {max_seq_len}`"
-        )
+__all__ = ["check_streams"]
 
 
 def check_streams(
