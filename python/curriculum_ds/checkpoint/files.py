@@ -14,15 +14,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from curriculum_ds.checkpoint import safe_load
 from curriculum_ds.checkpoint.retention import UNIVERSAL_SUFFIX as _UNIVERSAL
 from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.errors import ResumeError
-
-if TYPE_CHECKING:
-    from curriculum_ds.config import RunConfig
 
 __all__ = [
     "SavedTag",
@@ -31,7 +28,6 @@ __all__ = [
     "open_tag",
     "read_curriculum_state",
     "resume_target",
-    "resume_verdict",
 ]
 
 
@@ -270,41 +266,3 @@ def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
     states = _states_file(tag_dir)
     safe_load.check_files(p for p in safe_load.tag_files(tag_dir) if p != states)
     return tag_dir.name, saved
-
-
-def resume_verdict(run: RunConfig, ckpt: Path | SavedTag) -> str:
-    """What resuming ``ckpt`` under ``run`` would do, as text; raises ResumeError if refused.
-
-    ``ckpt`` is a checkpoints folder or tag folder, or a tag :func:`open_tag` has read (not read
-    again). Progress is shown in the config's duration syntax with its unit (``4763tok``,
-    ``0.5ep``).
-    """
-    from curriculum_ds.checkpoint.rules import check_resume
-    from curriculum_ds.core.schedule import duration_str
-
-    saved = ckpt if isinstance(ckpt, SavedTag) else open_tag(*locate_checkpoint(ckpt))
-    tag = saved.tag
-    if saved.curriculum is None:
-        return (
-            f"resume from {tag}: checkpoint has no curriculum state; the schedule starts at "
-            f"phase 0 ({run.curriculum.schedule[0].name!r}) and the step count is kept"
-        )
-    plan = check_resume(run.curriculum, saved)
-    phases = run.curriculum.schedule
-    where = (
-        "the end of the schedule"
-        if plan.phase_idx >= len(phases)
-        else (
-            f"phase {plan.phase_idx} ({phases[plan.phase_idx].name!r})"
-            + (
-                " from its start"
-                if plan.is_new_phase
-                else f" at {duration_str(run.curriculum.max_duration.unit, plan.phase_progress)}"
-                " into it"
-            )
-        )
-    )
-    return (
-        f"resume from {tag} (step {saved.curriculum.position.global_step}): OK, continues in "
-        f"{where}"
-    )

@@ -5,7 +5,8 @@ checkpoint is frozen (name, duration, every ``train_loader`` field); the phase i
 name and data and may only grow; later phases may change or be appended. A checkpoint exactly on a
 boundary continues at the start of the next phase. :func:`check_resume` applies the rules, each a
 small function below, and returns a :class:`ResumePlan` or raises one
-:class:`~curriculum_ds.errors.ResumeError` line naming the phase and the field (JSON path).
+:class:`~curriculum_ds.errors.ResumeError` line naming the phase and the field (JSON path);
+:func:`resume_verdict` says the plan as the line ``validate --resume-from`` prints.
 Pure Python: no torch, no I/O.
 """
 
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 
 from curriculum_ds.checkpoint.files import SavedTag
 from curriculum_ds.checkpoint.state import CurriculumState, DynamicState
-from curriculum_ds.config import CurriculumConfig, Duration, PhaseConfig
+from curriculum_ds.config import CurriculumConfig, Duration, PhaseConfig, RunConfig
 from curriculum_ds.core.position import Position
 from curriculum_ds.core.schedule import (
     PhaseSchedule,
@@ -33,7 +34,7 @@ from curriculum_ds.core.schedule import (
 )
 from curriculum_ds.errors import ConfigError, ResumeError
 
-__all__ = ["ResumePlan", "check_resume", "fresh_plan"]
+__all__ = ["ResumePlan", "check_resume", "fresh_plan", "resume_verdict"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -373,4 +374,38 @@ def check_resume(
         phase_progress=phase_progress,
         is_new_phase=is_new_phase,
         notes=tuple(notes),
+    )
+
+
+def resume_verdict(run: RunConfig, saved: SavedTag) -> str:
+    """What resuming ``saved`` under ``run`` would do, as text; raises ResumeError if refused.
+
+    ``saved`` is a tag :func:`~curriculum_ds.checkpoint.files.open_tag` has read; the text is the
+    line of ``validate --resume-from``. Progress is shown in the config's duration syntax with
+    its unit (``4763tok``, ``0.5ep``).
+    """
+    tag = saved.tag
+    if saved.curriculum is None:
+        return (
+            f"resume from {tag}: checkpoint has no curriculum state; the schedule starts at "
+            f"phase 0 ({run.curriculum.schedule[0].name!r}) and the step count is kept"
+        )
+    plan = check_resume(run.curriculum, saved)
+    phases = run.curriculum.schedule
+    where = (
+        "the end of the schedule"
+        if plan.phase_idx >= len(phases)
+        else (
+            f"phase {plan.phase_idx} ({phases[plan.phase_idx].name!r})"
+            + (
+                " from its start"
+                if plan.is_new_phase
+                else f" at {duration_str(run.curriculum.max_duration.unit, plan.phase_progress)}"
+                " into it"
+            )
+        )
+    )
+    return (
+        f"resume from {tag} (step {saved.curriculum.position.global_step}): OK, continues in "
+        f"{where}"
     )

@@ -261,7 +261,8 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     verdict = note = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
         from curriculum_ds.checkpoint.engine_io import elastic_dynamic_note, global_batch_note
-        from curriculum_ds.checkpoint.files import locate_checkpoint, open_tag, resume_verdict
+        from curriculum_ds.checkpoint.files import locate_checkpoint, open_tag
+        from curriculum_ds.checkpoint.rules import resume_verdict
         from curriculum_ds.errors import ResumeError
 
         if not resume_from.exists():
