@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,40 +100,41 @@ def read_targets(run_dir: Path) -> dict[int, PhaseTarget]:
         return {}
     if not saved:
         return {}
-    return {i: _target(phase) for i, phase in enumerate(saved.get("phases") or [])}
+    targets = {i: _target(phase) for i, phase in enumerate(saved.get("phases") or [])}
+    return {i: t for i, t in targets.items() if t is not None}
 
 
-def _target(phase: Mapping[str, Any]) -> PhaseTarget:
-    loader = phase.get("train_loader") or {}
-    unit = str(loader.get("proportion_unit") or "samples")
-    streams = loader.get("streams") or []
-    names = [str(s.get("name") or Path(str(s.get("local", ""))).name) for s in streams]
-    props = [s.get("proportion") for s in streams]
-    if len(streams) == 1:
+def _target(saved: Mapping[str, Any]) -> PhaseTarget | None:
+    """A saved phase's target, read through the config's own model (None: not a valid phase)."""
+    from pydantic import ValidationError
+
+    from curriculum_ds.config import PhaseConfig
+    from curriculum_ds.errors import ConfigError
+
+    try:
+        phase = PhaseConfig.model_validate(saved)
+    except (ValidationError, ConfigError, ValueError):
+        return None
+    loader = phase.train_loader
+    unit = loader.proportion_unit
+    names = [str(s.name) for s in loader.streams]  # the model defaults a name from `local`
+    props = [s.proportion for s in loader.streams]
+    if len(props) == 1:
         return PhaseTarget(unit, {names[0]: 1.0})
-    if not streams or not all(isinstance(p, int | float) or _is_points(p) for p in props):
+    if "proportion" not in _fields_given(saved):
         return PhaseTarget(unit, {})
     if any(is_ramp(p) for p in props):
-        duration = re.fullmatch(r"(\d+)tok", str(phase.get("duration", "")))
-        tokens = int(duration.group(1)) if duration else None
+        tokens = int(phase.duration.value) if phase.duration.unit == "tok" else None
         return PhaseTarget(unit, {}, _ramp_shares(names, props), tokens)
-    if sum(props) <= 0:
-        return PhaseTarget(unit, {})
-    total = float(sum(props))
-    return PhaseTarget(unit, {n: float(p) / total for n, p in zip(names, props, strict=True)})
+    values = cast("list[float]", props)  # no ramp among them
+    total = float(sum(values))
+    return PhaseTarget(unit, {n: float(p) / total for n, p in zip(names, values, strict=True)})
 
 
-def _is_points(value: Any) -> bool:
-    return (
-        isinstance(value, list | tuple)
-        and len(value) >= 2
-        and all(
-            isinstance(p, list | tuple)
-            and len(p) == 2
-            and all(isinstance(v, int | float) for v in p)
-            for p in value
-        )
-    )
+def _fields_given(saved: Mapping[str, Any]) -> set[str]:
+    """The fields every stream of a saved phase gives (no target without every proportion)."""
+    streams = (saved.get("train_loader") or {}).get("streams") or []
+    return set.intersection(*(set(s) for s in streams)) if streams else set()
 
 
 def _ramp_shares(names: list[str], specs: list[Any]) -> dict[str, tuple[tuple[float, float], ...]]:

@@ -56,17 +56,21 @@ def test_a_samples_phase_counts_samples():
 
 
 def test_targets_are_the_normalised_proportions_per_phase_span():
+    # a saved phase, as the checkpoint's curriculum state holds it, read through PhaseConfig
     phase = {
+        "name": "p",
+        "duration": "100tok",
         "train_loader": {
             "proportion_unit": "tokens",
             "streams": [{"local": "/d/web", "proportion": 2}, {"local": "/d/code", "name": "c"}],
-        }
+        },
     }
     assert _target(phase) == PhaseTarget("tokens", {})  # not every stream has a proportion
     phase["train_loader"]["streams"][1]["proportion"] = 6
     assert _target(phase) == PhaseTarget("tokens", {"web": 0.25, "c": 0.75})
-    one = {"train_loader": {"streams": [{"local": "/d/web"}]}}
+    one = {"name": "p", "duration": "1ep", "train_loader": {"streams": [{"local": "/d/web"}]}}
     assert _target(one) == PhaseTarget("samples", {"web": 1.0})
+    assert _target({"train_loader": {"streams": [{"local": "/d/web"}]}}) is None  # no phase
     spans = [PhaseSpan(0, "p0", 0, 30, 1, 3), PhaseSpan(1, "p1", 30, 60, 4, 6)]
     assert target_segments(spans, TARGETS) == {
         "a": [(0.0, 30.0, 1.0), (30.0, 60.0, 0.25)],
@@ -108,13 +112,15 @@ def test_the_panel_draws_the_rolling_shares_and_the_targets(tmp_path):
 
 # issue 22: a phase whose proportions ramp has a moving target, drawn along the ramp
 RAMP_PHASE = {
+    "name": "ramp",
+    "duration": "1ep",
     "train_loader": {
         "proportion_unit": "tokens",
         "streams": [
             {"local": "/d/a", "proportion": [[0.0, 0.9], [0.5, 0.9], [1.0, 0.1]]},
             {"local": "/d/b", "proportion": [[0.0, 0.1], [0.5, 0.1], [1.0, 0.9]]},
         ],
-    }
+    },
 }
 
 
@@ -132,12 +138,14 @@ def test_a_ramp_phase_targets_the_normalised_ramp():
 
 def test_a_ramp_whose_total_moves_is_sampled_between_its_points():
     phase = {
+        "name": "p",
+        "duration": "1ep",
         "train_loader": {
             "streams": [
                 {"local": "/d/a", "proportion": 1.0},
                 {"local": "/d/b", "proportion": [[0, 0], [1, 3]]},
             ]
-        }
+        },
     }
     target = _target(phase)
     fractions = [f for f, _ in target.ramps["b"]]
