@@ -1,6 +1,6 @@
 """The default model: a local HF model folder, or a small GPT-2 sized to the data.
 
-The reference loop (:mod:`curriculum_ds.train`) trains it and :mod:`curriculum_ds.commands.export`
+The reference loop (:mod:`curriculum_ds.train`) trains it and :mod:`curriculum_ds.checkpoint.export`
 rebuilds it from a run's config; it lives in the library so that ``export`` does not import the
 loop.
 """

@@ -138,7 +138,7 @@ def test_evals_are_due_at_intervals_and_phase_ends_and_match_one_process(
 ) -> None:
     from transformers import GPT2LMHeadModel
 
-    from curriculum_ds.commands.export import export_checkpoint
+    from curriculum_ds.checkpoint.export import export_checkpoint
 
     run = runs["on"]
     rows = metrics(run)

@@ -12,16 +12,19 @@ Modules, one concern each:
   checkpoint), whose counters are one :class:`~curriculum_ds.core.position.Position`;
 * ``substates``: its loader and re-weighting parts, typed (:class:`LoaderState`,
   :class:`DynamicState`), refusing a malformed one by naming the key;
-* ``rules``: the resume rules (:func:`check_resume` → :class:`ResumePlan`), pure;
+* ``rules``: the resume rules (:func:`check_resume` → :class:`ResumePlan`, and the
+  ``validate --resume-from`` verdict), pure;
 * ``safe_load``: every checkpoint file unpickled by torch's ``weights_only`` loader with one
   allow-list, and each file DeepSpeed will open checked that way before it does;
 * ``files``: finding and reading a tag without DeepSpeed (``latest``, ``--resume``,
-  :func:`open_tag`, the ``validate --resume-from`` verdict);
+  :func:`open_tag`);
 * ``engine_io``: DeepSpeed save/load of a tag with the curriculum inside, and the ``latest``
   protocol;
 * ``universal``: a ZeRO checkpoint of another data-parallel world size, via DeepSpeed's universal
   format;
-* ``retention``: keeping the newest N tags (``--keep-last``), safely.
+* ``retention``: keeping the newest N tags (``--keep-last``), safely;
+* ``export``: a tag's model as a Hugging Face folder or a plain state dict (``curriculum-ds
+  export``, ``--export-final``; the CLI keeps only the command).
 
 Nothing is re-exported here: import from the module (``engine_io`` and ``universal`` import
 ``torch.distributed``; ``state``, ``rules`` and ``files`` do not).

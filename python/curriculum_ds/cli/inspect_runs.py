@@ -73,7 +73,7 @@ def export(checkpoint: Path, out: Path, model: Path | None, ds_config: Path | No
     without any of these (a model of your own) it holds a plain state_dict for
     model.load_state_dict.
     """
-    from curriculum_ds.commands.export import export_checkpoint
+    from curriculum_ds.checkpoint.export import export_checkpoint
 
     done = export_checkpoint(checkpoint, out, model=model, ds_config=ds_config)
     what = "a HF model folder" if done.format == "hf" else "a plain state_dict"

@@ -9,7 +9,7 @@ Modules, one concern each:
 - ``curve``: ``curriculum-ds curve``, the bucket (or stream) weights over steps (table and PNG).
 - ``stream_weights``: the stream weights of ``dynamic.unit: "streams"``, for ``curve`` and
   ``report``.
-- ``export``: ``curriculum-ds export``, a checkpoint as a Hugging Face model folder.
+- ``export``: the old place of :mod:`curriculum_ds.checkpoint.export` (deprecated alias).
 - ``score``: ``curriculum-ds score``, each sample's loss under a reference model as a column.
 - ``kernel_bench``: ``curriculum-ds bench``, the Rust kernels against numpy and torch.
 """

@@ -12,7 +12,7 @@ way: the resume, the records, the start banner and a log line every ``--log-inte
 stderr is not a terminal or with ``--no-progress`` (a tqdm bar on a terminal), evaluations, the
 save cadence, ``--keep-last N`` checkpoint tags, SIGTERM (preemption: the loop ends after the step
 in progress, with a checkpoint of it, exit code 0) and the end-of-run summary. Then
-``--export-final DIR`` (:func:`curriculum_ds.commands.export.export_checkpoint`, rank 0, after the
+``--export-final DIR`` (:func:`curriculum_ds.checkpoint.export.export_checkpoint`, rank 0, after the
 last save). ``--model-factory module:function`` trains a user's own model
 (:mod:`curriculum_ds.model_factory`).
 

@@ -44,7 +44,7 @@ def train(
     import torch.distributed as dist
 
     import curriculum_ds as cds
-    from curriculum_ds.commands.export import record_architecture
+    from curriculum_ds.checkpoint.export import record_architecture
     from curriculum_ds.records.monitors import default_monitor_paths
 
     cfg = run.curriculum
@@ -94,7 +94,7 @@ def _model(args: argparse.Namespace, run: RunConfig) -> tuple[Any, Any]:
 
 def _export_final(args: argparse.Namespace, run: RunConfig, ckpt_dir: Path) -> None:
     """``--export-final``: the last checkpoint's model, as ``curriculum-ds export`` writes it."""
-    from curriculum_ds.commands.export import export_checkpoint
+    from curriculum_ds.checkpoint.export import export_checkpoint
 
     done = export_checkpoint(ckpt_dir, args.export_final, model=args.model, ds_config=run)
     print(

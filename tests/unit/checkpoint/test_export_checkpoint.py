@@ -16,8 +16,8 @@ import torch
 from click.testing import CliRunner
 from helpers import one_error_line
 
+from curriculum_ds.checkpoint.export import STATE_DICT_FILE, export_checkpoint
 from curriculum_ds.cli import main as cli_main
-from curriculum_ds.commands.export import STATE_DICT_FILE, export_checkpoint
 from curriculum_ds.errors import ConfigError, ResumeError
 
 
