@@ -12,7 +12,8 @@ name, e.g. ``curriculum.schedule[1] ("mix").duration: expected "<int>tok" or "<n
 Modules: ``base`` (the base model, size bounds and :class:`Duration`), ``models`` (streams,
 loaders, phases, :class:`CurriculumConfig`), ``sections`` (``dynamic``, ``lr_schedule``,
 ``eval``), ``messages`` (the one-line wording of pydantic's errors), ``run`` (:class:`RunConfig`,
-:func:`load_config`, :func:`parse_curriculum`), ``deepspeed`` (the DeepSpeed part, by
+:func:`load_config` = :func:`parse_run`, the file alone, then the preflight's ``check_run``;
+:func:`parse_curriculum`), ``deepspeed`` (the DeepSpeed part, by
 DeepSpeed's own models), ``legacy`` (``migrate``), ``hf_auto`` (HF's ``"auto"`` values),
 ``ramps``. The data checks live in
 :mod:`curriculum_ds.preflight`; their names are re-exported here too, loaded on first use
@@ -40,7 +41,13 @@ from curriculum_ds.config.models import (
     PhaseConfig,
     StreamConfig,
 )
-from curriculum_ds.config.run import RunConfig, load_config, parse_curriculum, read_json_object
+from curriculum_ds.config.run import (
+    RunConfig,
+    load_config,
+    parse_curriculum,
+    parse_run,
+    read_json_object,
+)
 from curriculum_ds.config.sections import DynamicConfig, EvalConfig, EvalStreamConfig
 
 if TYPE_CHECKING:
@@ -68,6 +75,7 @@ __all__ = [
     "check_streams",
     "load_config",
     "parse_curriculum",
+    "parse_run",
     "read_json_object",
     "read_stream_info_checked",
     "stream_infos",

@@ -27,7 +27,7 @@ from curriculum_ds.config.messages import (
 from curriculum_ds.config.models import CurriculumConfig
 from curriculum_ds.errors import ConfigError
 
-__all__ = ["RunConfig", "load_config", "parse_curriculum", "read_json_object"]
+__all__ = ["RunConfig", "load_config", "parse_curriculum", "parse_run", "read_json_object"]
 
 
 def parse_curriculum(raw: Any) -> CurriculumConfig:
@@ -98,8 +98,8 @@ class RunConfig:
     """The ds_config WITHOUT the ``curriculum`` key: what goes to ``deepspeed.initialize``."""
     curriculum: CurriculumConfig
     """The validated ``curriculum`` section."""
-    path: Path
-    """The file it was loaded from."""
+    path: Path | None
+    """The file it was loaded from (None: parsed from a dict, :func:`parse_run`)."""
 
     @property
     def micro_batch_size(self) -> int:
@@ -227,15 +227,19 @@ def load_config(
     strict: bool = False,
     hf_auto: bool = False,
 ) -> RunConfig:
-    """Read a ds_config JSON file and validate its ``curriculum`` section and batch sizes.
+    """Read a ds_config JSON file, parse it and check the run.
+
+    :func:`parse_run` checks the file alone; :func:`curriculum_ds.preflight.check_run` checks
+    the model's context and (``check_data``) the streams.
 
     Args:
         path: the ds_config JSON file.
-        check_data: also run :func:`~curriculum_ds.preflight.check_streams` (every stream exists
-            and is an MDS dataset whose shards match its index, whose token ids fit the
-            vocabulary when it is known).
-        model: with ``check_data``: the ``--model`` folder the run will use; see
-            :func:`~curriculum_ds.preflight.check_streams`.
+        check_data: also check the streams' data
+            (:func:`~curriculum_ds.preflight.check_streams`: every stream exists and is an MDS
+            dataset whose shards match its index, whose token ids fit the vocabulary when it is
+            known).
+        model: the ``--model`` folder the run will use (its context length; with
+            ``check_data`` its vocabulary); see :func:`~curriculum_ds.preflight.check_run`.
         strict: with ``check_data``: the checks of ``curriculum-ds validate``; see
             :func:`~curriculum_ds.preflight.check_streams`.
         hf_auto: accept HF's ``"auto"`` values (:mod:`curriculum_ds.config.hf_auto`) for a
@@ -251,17 +255,38 @@ def load_config(
             JSON path of the invalid field, or the batch-size key that is too large
             (:meth:`RunConfig.check_batch_sizes`).
     """
+    from curriculum_ds.preflight import check_run
+
     path = Path(path)
-    raw = read_json_object(path)
-    # every problem of the file at once, one line each: unknown top-level keys (a misspelt
-    # "curriculum" among them), the curriculum section, DeepSpeed's part
+    run = parse_run(read_json_object(path), path=path, hf_auto=hf_auto)
+    check_run(run, model=model, check_data=check_data, strict=strict)
+    return run
+
+
+def parse_run(raw: dict[str, Any], *, path: Path | None = None, hf_auto: bool = False) -> RunConfig:
+    """Parse a ds_config's JSON object into a :class:`RunConfig`: the file's own checks only.
+
+    Every problem of the object at once, one line each: unknown top-level keys (a misspelt
+    ``curriculum`` among them), the ``curriculum`` section, DeepSpeed's part (its own config
+    models, the keys we read), the batch-size keys. Reads no data and no model (that is
+    :func:`curriculum_ds.preflight.check_run`'s). Relative stream paths stay as written: they
+    resolve against each rank's working directory.
+
+    Args:
+        raw: the ds_config as parsed JSON.
+        path: the file it came from, for the messages (None: a dict given in code).
+        hf_auto: as in :func:`load_config`.
+
+    Raises:
+        ConfigError: one line per problem, naming the JSON path.
+    """
     from curriculum_ds.config.deepspeed import (
         curriculum_conflicts,
+        deepspeed_config_errors,
         lr_schedule_conflicts,
     )
     from curriculum_ds.config.deepspeed_types import deepspeed_type_errors
     from curriculum_ds.config.hf_auto import BATCH_KEYS, hf_auto_refusals, without_hf_auto
-    from curriculum_ds.preflight import check_model_context, deepspeed_config_errors
 
     ds_config = {k: v for k, v in raw.items() if k != "curriculum"}
     conflicts = curriculum_conflicts(ds_config)
@@ -284,16 +309,11 @@ def load_config(
         curriculum, curriculum_errors = _curriculum_errors(raw["curriculum"])
         errors = curriculum_errors + errors
     elif not any('did you mean "curriculum"' in line for line in errors):
-        errors.insert(0, f'curriculum: required field is missing (no "curriculum" in {path})')
+        where = "the config" if path is None else str(path)
+        errors.insert(0, f'curriculum: required field is missing (no "curriculum" in {where})')
     if errors or curriculum is None:
         raise ConfigError(join_errors(errors))
     run = RunConfig(ds_config=ds_config, curriculum=curriculum, path=path)
     if not any(ds_config.get(key) == "auto" for key in BATCH_KEYS):  # else the Trainer's
         run.check_batch_sizes()  # also validates the two keys' types
-    if model is not None:
-        check_model_context(curriculum, model)
-    if check_data:
-        from curriculum_ds.preflight import check_streams
-
-        check_streams(curriculum, model=model, strict=strict)
     return run

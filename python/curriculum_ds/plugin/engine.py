@@ -38,19 +38,15 @@ def load_run_config(config: Any, *, check_data: bool = True) -> RunConfig:
             top-level keys, scheduler params, monitor packages; :mod:`curriculum_ds.preflight`).
         DataError: a stream's data is missing or malformed (names the file).
     """
-    import json
-    import tempfile
-
-    from curriculum_ds.config import RunConfig, load_config
+    from curriculum_ds.config import RunConfig, load_config, parse_run
+    from curriculum_ds.preflight import check_run
 
     if isinstance(config, RunConfig):
         return config
-    if isinstance(config, dict):
-        # load_config reads a file (relative stream paths resolve against the working dir)
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "ds_config.json"
-            path.write_text(json.dumps(config))
-            return load_config(path, check_data=check_data, strict=True)
+    if isinstance(config, dict):  # relative stream paths resolve against the working dir
+        run = parse_run(config)
+        check_run(run, check_data=check_data, strict=True)
+        return run
     if isinstance(config, str | os.PathLike):
         return load_config(Path(config), check_data=check_data, strict=True)
     raise ConfigError(

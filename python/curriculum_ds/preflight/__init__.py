@@ -27,6 +27,7 @@ from __future__ import annotations
 from curriculum_ds.config.deepspeed import deepspeed_config_errors
 from curriculum_ds.preflight.data import check_streams
 from curriculum_ds.preflight.model import POSITION_KEYS, check_model_context, model_max_positions
+from curriculum_ds.preflight.run import check_run
 from curriculum_ds.preflight.streams import (
     read_stream_info_checked,
     stream_infos,
@@ -36,6 +37,7 @@ from curriculum_ds.preflight.streams import (
 __all__ = [
     "POSITION_KEYS",
     "check_model_context",
+    "check_run",
     "check_streams",
     "deepspeed_config_errors",
     "model_max_positions",
