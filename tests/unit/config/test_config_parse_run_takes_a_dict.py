@@ -34,7 +34,8 @@ def test_a_dict_parses_as_its_file_does(tmp_path: Path) -> None:
     path.write_text(json.dumps(RAW))
     from_file = load_config(path)
     run = parse_run(RAW)
-    assert run.path is None and from_file.path == path
+    assert run.path is None
+    assert from_file.path == path
     assert run.curriculum == from_file.curriculum
     assert run.ds_config == from_file.ds_config
     assert load_run_config(RAW, check_data=False).curriculum == run.curriculum
