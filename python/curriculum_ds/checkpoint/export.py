@@ -181,7 +181,9 @@ def record_architecture(
 
 
 def recorded_architecture(checkpoint: str | os.PathLike[str]) -> Path | None:
-    """The architecture folder :func:`record_architecture` wrote for ``checkpoint``, if any.
+    """The folder with ``checkpoint``'s architecture (``config.json``), if any.
+
+    The one :func:`record_architecture` wrote, or the HF Trainer's ``checkpoint-N`` folder.
 
     Args:
         checkpoint: a checkpoints folder, or one tag folder in it.
@@ -189,6 +191,11 @@ def recorded_architecture(checkpoint: str | os.PathLike[str]) -> Path | None:
     path = Path(checkpoint)
     for folder in (path / ARCHITECTURE_DIR, path.parent / ARCHITECTURE_DIR):
         if (folder / "config.json").is_file():
+            return folder
+    # HF's `checkpoint-N/` (or a tag in it): the Trainer saved the model's config.json (and the
+    # tokenizer it was given) beside DeepSpeed's `latest` and tag
+    for folder in (path, path.parent):
+        if (folder / "config.json").is_file() and (folder / "latest").is_file():
             return folder
     return None
 
@@ -250,10 +257,13 @@ def export_checkpoint(
             hf_model = _build_hf_model(model, run)
             _load_weights(hf_model, state, tag_dir)
             hf_model.save_pretrained(tmp)
-            if model is not None:
-                for name in _TOKENIZER_FILES:
-                    if (Path(model) / name).is_file():
-                        shutil.copy2(Path(model) / name, tmp / name)
+            for name in _TOKENIZER_FILES:
+                if model is not None and (Path(model) / name).is_file():
+                    shutil.copy2(Path(model) / name, tmp / name)
+            if not (tmp / "tokenizer.json").is_file() and not (tmp / "vocab.json").is_file():
+                # no tokenizer of the model's own: the one the run's data was prepared with
+                for name, path in _data_tokenizer_files(tag_dir).items():
+                    shutil.copy2(path, tmp / name)
             fmt = "hf"
         if out.exists():
             out.rmdir()  # empty (checked above)
@@ -267,6 +277,37 @@ def export_checkpoint(
         num_tensors=len(state),
         num_parameters=num_parameters,
     )
+
+
+def _data_tokenizer_files(tag_dir: Path) -> dict[str, Path]:
+    """The tokenizer files ``prepare`` wrote into the run's streams, ``{name: path}``.
+
+    The streams are the saved schedule's ``local`` folders that still exist; empty when none
+    has the files.
+
+    Raises:
+        ConfigError: two streams were prepared with different tokenizers (one line naming both).
+    """
+    from curriculum_ds.checkpoint.files import saved_curriculum
+    from curriculum_ds.data.tokenizers import HF_TOKENIZER_FILES
+
+    saved = saved_curriculum(tag_dir) or {}
+    found: dict[bytes, Path] = {}
+    for phase in saved.get("phases") or []:
+        for stream in (phase.get("train_loader") or {}).get("streams") or []:
+            folder = Path(str(stream.get("local", "")))
+            if (folder / HF_TOKENIZER_FILES[0]).is_file():
+                found.setdefault((folder / HF_TOKENIZER_FILES[0]).read_bytes(), folder)
+    if len(found) > 1:
+        first, second = list(found.values())[:2]
+        raise ConfigError(
+            f"export: the run's streams {first} and {second} were prepared with different "
+            "tokenizers; pass the run's --model folder to take its tokenizer"
+        )
+    if not found:
+        return {}
+    folder = next(iter(found.values()))
+    return {n: folder / n for n in HF_TOKENIZER_FILES if (folder / n).is_file()}
 
 
 def _build_hf_model(model: str | os.PathLike[str] | None, run: RunConfig | None) -> Any:

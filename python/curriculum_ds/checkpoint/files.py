@@ -22,13 +22,18 @@ from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.errors import ResumeError
 
 __all__ = [
+    "HF_STATE_FILE",
     "SavedTag",
     "locate_checkpoint",
     "model_states",
     "open_tag",
     "read_curriculum_state",
     "resume_target",
+    "saved_curriculum",
 ]
+
+HF_STATE_FILE = "curriculum_state.pt"
+"""The curriculum state's file in a HF Trainer ``checkpoint-N/`` folder (beside the tag)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -266,3 +271,17 @@ def read_curriculum_state(ckpt: Path) -> tuple[str, dict[str, Any] | None]:
     states = _states_file(tag_dir)
     safe_load.check_files(p for p in safe_load.tag_files(tag_dir) if p != states)
     return tag_dir.name, saved
+
+
+def saved_curriculum(tag_dir: Path) -> dict[str, Any] | None:
+    """The curriculum state saved with the tag folder ``tag_dir``, as stored (None: none).
+
+    The reference loop and the plugin API keep it in the tag's model states; the HF Trainer in
+    :data:`HF_STATE_FILE` of the ``checkpoint-N/`` folder around the tag. Read by the safe
+    loader.
+    """
+    saved = model_states(tag_dir).get("curriculum")
+    hf_state = tag_dir.parent / HF_STATE_FILE
+    if saved is None and hf_state.is_file():
+        saved = safe_load.load(hf_state)
+    return saved if isinstance(saved, dict) else None

@@ -1,12 +1,17 @@
 """Tokenizers for :func:`curriculum_ds.data.prepare`: the byte-level one and HF ``tokenizer.json``.
 
-Both encode documents to int32 token ids with the end-of-document id appended, and describe
-themselves for ``curriculum_meta.json``. Deterministic; no download.
+Both encode documents to int32 token ids with the end-of-document id appended, describe
+themselves for ``curriculum_meta.json``, and give their Hugging Face tokenizer files
+(:data:`HF_TOKENIZER_FILES`: ``tokenizer.json`` in the ``tokenizers`` format and a
+``tokenizer_config.json``), which ``prepare`` writes into the data folder and ``export`` copies
+beside the model, so ``AutoTokenizer.from_pretrained`` loads the tokenizer the data was made
+with. Deterministic; no download.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,6 +22,7 @@ from curriculum_ds.errors import DataError
 
 __all__ = [
     "EOS_TOKEN_CANDIDATES",
+    "HF_TOKENIZER_FILES",
     "MAX_VOCAB_SIZE",
     "ByteTokenizer",
     "HFTokenizer",
@@ -29,6 +35,12 @@ MAX_VOCAB_SIZE = 2**31 - 1
 
 EOS_TOKEN_CANDIDATES: tuple[str, ...] = ("</s>", "<|endoftext|>", "[SEP]")
 """Tokens looked up, in this order, to find a HF tokenizer's end-of-document id."""
+
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+"""The files of :meth:`Tokenizer.hf_files`, in a data folder and an exported model folder."""
+
+BYTE_EOS_TOKEN = "<|endoftext|>"
+"""The byte tokenizer's EOS (id 256) in its ``tokenizer.json``."""
 
 
 class Tokenizer(Protocol):
@@ -51,6 +63,10 @@ class Tokenizer(Protocol):
 
     def describe(self) -> str | dict[str, str]:
         """The ``tokenizer`` entry of ``curriculum_meta.json``."""
+        ...
+
+    def hf_files(self) -> dict[str, str]:
+        """``{file name: text}`` of :data:`HF_TOKENIZER_FILES`, for ``from_pretrained``."""
         ...
 
     def encode_documents(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -101,6 +117,29 @@ class ByteTokenizer:
         """Return ``"byte"``, the ``tokenizer`` entry of ``curriculum_meta.json``."""
         return "byte"
 
+    def hf_files(self) -> dict[str, str]:
+        """This tokenizer in the ``tokenizers`` format: the same ids for every string.
+
+        A byte-level BPE without merges (GPT-2's byte-to-character map, each of the 256
+        characters its byte's id) and :data:`BYTE_EOS_TOKEN` as id 256, so
+        ``AutoTokenizer.from_pretrained`` encodes a text to its UTF-8 bytes and decodes them
+        back (``PreTrainedTokenizerFast``; no EOS appended: HF's convention).
+        """
+        from tokenizers import Tokenizer as _HFTokenizer
+        from tokenizers import decoders, models, pre_tokenizers
+        from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
+
+        vocab = {char: byte for byte, char in bytes_to_unicode().items()}
+        vocab[BYTE_EOS_TOKEN] = self.eos_id
+        tok = _HFTokenizer(models.BPE(vocab=vocab, merges=[]))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.add_special_tokens([BYTE_EOS_TOKEN])
+        return {
+            "tokenizer.json": tok.to_str(pretty=True) + "\n",
+            "tokenizer_config.json": _tokenizer_config(BYTE_EOS_TOKEN),
+        }
+
 
 class HFTokenizer:
     """A Hugging Face ``tokenizer.json`` loaded with the ``tokenizers`` library (no download).
@@ -127,6 +166,7 @@ class HFTokenizer:
             msg = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise DataError(f"cannot load tokenizer {self.path}: {msg}") from err
         self.sha256 = hashlib.sha256(data).hexdigest()
+        self._text = data.decode("utf-8")
         self.vocab_size: int = int(self._tok.get_vocab_size(with_added_tokens=True))
         if self.vocab_size < 1:
             raise DataError(f"tokenizer {self.path} has an empty vocabulary")
@@ -159,6 +199,11 @@ class HFTokenizer:
         """Return ``{"path", "sha256"}``, the ``tokenizer`` entry of ``curriculum_meta.json``."""
         return {"path": str(self.path.resolve()), "sha256": self.sha256}
 
+    def hf_files(self) -> dict[str, str]:
+        """The ``tokenizer.json`` as given, and a ``tokenizer_config.json`` naming its EOS."""
+        eos = None if self.eos_id is None else self._tok.id_to_token(self.eos_id)
+        return {"tokenizer.json": self._text, "tokenizer_config.json": _tokenizer_config(eos)}
+
 
 def load_tokenizer(path: str | Path | None) -> ByteTokenizer | HFTokenizer:
     """Return the byte tokenizer for ``None``, else the HF ``tokenizer.json`` at ``path``.
@@ -169,3 +214,11 @@ def load_tokenizer(path: str | Path | None) -> ByteTokenizer | HFTokenizer:
     if path is None:
         return ByteTokenizer()
     return HFTokenizer(path)
+
+
+def _tokenizer_config(eos_token: str | None) -> str:
+    """A ``tokenizer_config.json`` loading ``tokenizer.json`` as a ``PreTrainedTokenizerFast``."""
+    config: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    if eos_token is not None:
+        config["eos_token"] = eos_token
+    return json.dumps(config, indent=2) + "\n"

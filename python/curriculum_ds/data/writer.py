@@ -366,6 +366,8 @@ def prepare(
             "metric_columns": list(METRIC_COLUMNS),
         }
         (tmp / META_FILENAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        for name, text in tok.hf_files().items():  # for AutoTokenizer (and `export`)
+            (tmp / name).write_text(text, encoding="utf-8")
         _check_out(out)  # still empty? (someone may have written there meanwhile)
         if out.is_dir():
             out.rmdir()

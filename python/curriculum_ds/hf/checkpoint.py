@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.checkpoint.files import HF_STATE_FILE
 from curriculum_ds.errors import ResumeError
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STATE_FILE", "check_folder", "read_state", "resume_folder", "write_state"]
 
-STATE_FILE = "curriculum_state.pt"
+STATE_FILE = HF_STATE_FILE
 """The curriculum state's file in a ``checkpoint-N/`` folder."""
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
