@@ -8,7 +8,9 @@ run through the CLI first, its preflight accepting a copy of the ds_config full 
 ``"auto"`` values, issue 32 items 2 and 3), and the reference loop on the same config with
 those values written out and the same GPT-2 folder (dropout 0, AdamW at a constant lr); the
 same pair under ZeRO-3 and with
-dynamic re-weighting on (a shorter schedule); one step of GAS 4 × micro-batch 2 and of GAS 1 ×
+dynamic re-weighting on (a shorter schedule; the ZeRO-3 run saves every 2 steps, and
+``export`` of its newest ``checkpoint-N`` and of the documented ZeRO-2 run's must give the
+weights the Trainer saved there, issue 32 item 5); one step of GAS 4 × micro-batch 2 and of GAS 1 ×
 micro-batch 8 over ragged samples (transformers #45305: their gradients must agree); a NaN
 loss on one rank at step 3 (saving every step), and NaN at steps 2 and 3 with
 ``max_consecutive_nonfinite`` 2; and last a copy of the documented run preempted by a SIGTERM to
@@ -135,7 +137,11 @@ def runs(tmp_path_factory):
     edited["curriculum"]["schedule"][0]["train_loader"]["max_seq_len"] = 48
     (root / "edited.json").write_text(json.dumps(edited))
     small = curriculum(short, long, 200, 300)
-    z3 = write_ds_config(root / "z3.json", small, zero_optimization={"stage": 3})
+    # the Trainer's checkpoint-N gets the gathered weights too: what `export` must reproduce
+    z3 = write_ds_config(
+        root / "z3.json", small,
+        zero_optimization={"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
+    )  # fmt: skip
     dynamic = {"dynamic": {"enabled": True, "num_buckets": 2, "recompute_every_n_steps": 1}}
     dyn = write_ds_config(
         root / "dyn.json", curriculum(short, long, 200, 300, **dynamic),
@@ -175,7 +181,7 @@ def runs(tmp_path_factory):
         ref(main, "ref"),
         # refused before anything is built: the documented run's phase "short" is complete
         hf(root / "edited.json", "doc", resume=True, may_fail=True, error=str(root / "error.txt")),
-        hf(z3, "hf_z3"), ref(z3, "ref_z3"),
+        hf(z3, "hf_z3", save_steps=2), ref(z3, "ref_z3"),
         hf(dyn, "hf_dyn"), ref(dyn, "ref_dyn"),
         hf(grads, "gas4", mb=2, gas=4, grads=str(root / "gas4.pt")),
         hf(grads, "gas1", mb=8, gas=1, grads=str(root / "gas1.pt")),
@@ -228,6 +234,32 @@ def test_zero3_and_dynamic_reweighting_equal_the_reference_loop(runs):
         == read_jsonl(root / "ref_dyn/curriculum_history.jsonl")
         or len(read_jsonl(root / "hf_dyn/curriculum_history.jsonl")) > 0
     )
+
+
+@pytest.mark.parametrize("run", ["doc", "hf_z3"])
+def test_export_of_a_trainer_checkpoint_loads_with_its_weights_and_the_datas_tokenizer(
+    runs, run, tmp_path
+):
+    """ZeRO-2 (the documented run) and ZeRO-3: ``export`` consolidates DeepSpeed's shards of the
+    newest ``checkpoint-N`` into a ``from_pretrained`` folder whose logits are those of the
+    weights the Trainer saved beside them, with the data's tokenizer (issue 32, item 5)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folders = sorted(
+        (runs["root"] / run).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
+    )
+    assert folders, f"{run}: no checkpoint-N"
+    newest = folders[-1]
+    result = CliRunner().invoke(cli, ["export", str(newest), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    saved = AutoModelForCausalLM.from_pretrained(newest).eval()
+    ids = torch.randint(0, 257, (2, 16), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(exported(ids).logits, saved(ids).logits, rtol=0, atol=1e-5)
+    tok = AutoTokenizer.from_pretrained(tmp_path / "out")
+    text = "Grüße, 世界 ✓"
+    assert tok.decode(tok(text)["input_ids"]) == text
 
 
 def test_gas4_mb2_and_gas1_mb8_give_the_same_gradients(runs):
