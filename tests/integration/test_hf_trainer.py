@@ -413,3 +413,38 @@ def test_consecutive_nan_steps_end_train_in_one_line(runs):
     )
     rows = read_jsonl(runs["root"] / "hf_nan_limit/metrics.jsonl")
     assert [r["skip_reason"] for r in rows] == [None, "nonfinite_loss", "nonfinite_loss"]
+
+
+def test_a_batch_size_mismatch_under_launch_is_one_line_and_exit_1(tmp_path):
+    """The docs' script through ``curriculum-ds launch --script`` on 2 ranks, its ds_config's
+    micro-batch 3 against the script's 2: one ``curriculum_ds: error:`` line in the whole output,
+    no traceback, exit 1, no engine built (issue 32, item 1). Its own launch: the refusal ends
+    the ranks' processes."""
+    import subprocess
+    import sys
+
+    from helpers import launched_env
+
+    short = make_dataset(tmp_path, "short", ragged_docs(16, seed=1, min_len=10, max_len=40))
+    long = make_dataset(tmp_path, "long", ragged_docs(16, seed=2, min_len=30, max_len=60))
+    model = gpt2_folder(tmp_path / "gpt2")
+    script = tmp_path / "train_hf.py"
+    script.write_text(documented_script())
+    cfg = write_ds_config(
+        tmp_path / "ds.json", curriculum(short, long, 100, 100), train_micro_batch_size_per_gpu=3
+    )
+    cmd = [sys.executable, "-m", "curriculum_ds.cli", "launch", str(cfg), "--num-gpus", "2"]
+    cmd += ["--script", str(script), "--", "--model", str(model), "--output-dir", "out"]
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=launched_env(), capture_output=True, text=True, timeout=600
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output[-4000:]
+    errors = [line for line in output.splitlines() if "curriculum_ds: error:" in line]
+    assert errors == [
+        "curriculum_ds: error: train_micro_batch_size_per_gpu: the ds_config has 3 but "
+        "TrainingArguments gives 2 (per_device_train_batch_size); make them agree, or set "
+        '"auto"'
+    ], output[-4000:]
+    assert "Traceback" not in output
+    assert not (tmp_path / "out").exists()

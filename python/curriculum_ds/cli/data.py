@@ -239,7 +239,20 @@ def score(
     "n_positions/max_position_embeddings every phase's max_seq_len); "
     "default: the small GPT-2 sized to the data's recorded vocab_size",
 )
-def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: str | None) -> None:
+@click.option(
+    "--hf-args",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="a TrainingArguments.to_json_string() dump: CurriculumTrainer's checks of it against "
+    "the ds_config (batch sizes, group_by_length), and the schedule at its batch sizes",
+)
+def validate(
+    ds_config: Path,
+    resume_from: Path | None,
+    num_gpus: int,
+    model: str | None,
+    hf_args: Path | None,
+) -> None:
     """Check a whole ds_config, the model's context and the data; print the schedule.
 
     The config checks: the `curriculum` section, and the DeepSpeed part by DeepSpeed's own
@@ -249,6 +262,8 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     token ids fit the vocabulary the run will use, and with dynamic re-weighting its metric
     columns (static_metric for buckets, reference_metric for excess_loss) are there and finite.
     Every problem is one line; nothing is written.
+    With --hf-args (a TrainingArguments.to_json_string() dump, --num-gpus its world size): the
+    HF Trainer's checks of those arguments, without starting ranks.
     With --resume-from: the resume rules' verdict, and the resume's own note line when the
     global batch at --num-gpus differs from the checkpoint's, or, with dynamic re-weighting, a
     note of what is kept and what can differ when only the world size does.
@@ -258,6 +273,11 @@ def validate(ds_config: Path, resume_from: Path | None, num_gpus: int, model: st
     from curriculum_ds.config.hf_auto import hf_auto_keys, hf_auto_note
 
     run = load_config(ds_config, check_data=True, model=model, strict=True, hf_auto=True)
+    if hf_args is not None:  # what CurriculumTrainer's constructor checks, at HF's batch sizes
+        from curriculum_ds.config.hf_args import arguments_from_json, curriculum_run
+
+        args = arguments_from_json(hf_args, deepspeed=ds_config, world_size=num_gpus)
+        run = curriculum_run(args, check_data=False)  # the data was checked above
     verdict = note = None
     if resume_from is not None:  # a refused resume is one line: decided before any output
         from curriculum_ds.checkpoint.engine_io import elastic_dynamic_note, global_batch_note

@@ -15,6 +15,7 @@ loaders, phases, :class:`CurriculumConfig`), ``sections`` (``dynamic``, ``lr_sch
 :func:`load_config` = :func:`parse_run`, the file alone, then the preflight's ``check_run``;
 :func:`parse_curriculum`), ``deepspeed`` (the DeepSpeed part, by
 DeepSpeed's own models), ``legacy`` (``migrate``), ``hf_auto`` (HF's ``"auto"`` values),
+``hf_args`` (``TrainingArguments`` against the ds_config),
 ``ramps``. The data checks live in
 :mod:`curriculum_ds.preflight`; their names are re-exported here too, loaded on first use
 (``preflight`` imports ``messages`` from this package, so importing it here eagerly would be

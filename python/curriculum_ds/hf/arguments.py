@@ -1,10 +1,11 @@
 """What ``CurriculumTrainer`` checks before anything is built, and the run's step counts.
 
-:func:`curriculum_run` turns ``TrainingArguments`` (its ``deepspeed`` ds_config) into the
-plugin's :class:`~curriculum_ds.config.RunConfig`: every user mistake is one
-:class:`~curriculum_ds.errors.ConfigError` line naming the argument or key, raised in the
-Trainer's constructor (before the engine, the data or any file). HF's ``"auto"`` batch sizes
-take ``TrainingArguments``' values, as HF's own DeepSpeed integration fills them.
+:func:`checked_run` is the constructor's check: :func:`curriculum_ds.config.hf_args.curriculum_run`
+(``TrainingArguments`` against the ds_config, which ``curriculum-ds validate --hf-args`` runs too,
+without transformers) and the model's context; every user mistake is one
+:class:`~curriculum_ds.errors.ConfigError` line naming the argument or key, before the engine, the
+data or any file. In a launched rank that line ends the process (rank 0 prints it, every rank
+exits 1).
 
 :func:`step_bound` is an upper bound of the run's optimizer steps (the Trainer's ``max_steps``,
 which only has to be reached never: the run ends at ``max_duration``); :func:`estimated_steps`
@@ -18,13 +19,14 @@ import math
 import os
 from typing import TYPE_CHECKING, Any
 
-from curriculum_ds.config import read_json_object
-from curriculum_ds.errors import ConfigError
+from curriculum_ds.config.hf_args import arguments_from_json, curriculum_run, read_ds_config
 
 if TYPE_CHECKING:
     from curriculum_ds.config import RunConfig
 
 __all__ = [
+    "arguments_from_json",
+    "checked_run",
     "curriculum_run",
     "estimated_steps",
     "read_ds_config",
@@ -32,102 +34,30 @@ __all__ = [
     "trainer_arguments",
 ]
 
-_BATCH_KEYS = (
-    ("train_micro_batch_size_per_gpu", "per_device_train_batch_size"),
-    ("gradient_accumulation_steps", "gradient_accumulation_steps"),
-)
 
+def checked_run(args: Any, model: Any, *, train_dataset: Any, check_data: bool) -> RunConfig:
+    """:func:`curriculum_run` and the model's context: ``CurriculumTrainer``'s checks.
 
-def read_ds_config(deepspeed: Any) -> dict[str, Any]:
-    """The ds_config ``TrainingArguments.deepspeed`` names: a JSON path or an already parsed dict.
-
-    Raises:
-        ConfigError: it is neither, the file is missing, or it is not a JSON object.
+    In a launched rank (``LOCAL_RANK`` set by DeepSpeed's or torch's launcher) a refusal ends
+    the process: global rank 0 prints the one line (``curriculum_ds: error: ...``), every rank
+    exits 1 (``SystemExit``: no traceback), before any engine is built. Outside a launcher (a
+    notebook, a test) the :class:`~curriculum_ds.errors.CurriculumError` is raised as is.
     """
-    if isinstance(deepspeed, dict):
-        return dict(deepspeed)
-    if not isinstance(deepspeed, str | os.PathLike):
-        raise ConfigError(
-            "TrainingArguments.deepspeed: CurriculumTrainer needs a ds_config (a JSON path or "
-            f"dict) with a curriculum section, got {type(deepspeed).__name__}"
-        )
-    return read_json_object(deepspeed, field="TrainingArguments.deepspeed")
+    import sys
 
+    from curriculum_ds.errors import CurriculumError
+    from curriculum_ds.preflight import check_model_context
 
-def curriculum_run(args: Any, *, train_dataset: Any = None, check_data: bool = True) -> RunConfig:
-    """The plugin's run config for a Trainer's arguments, or one line saying what is wrong.
-
-    Args:
-        args: the ``transformers.TrainingArguments`` (its ``deepspeed``,
-            ``per_device_train_batch_size``, ``gradient_accumulation_steps``, ``world_size``,
-            ``group_by_length``).
-        train_dataset: what the user passed as ``train_dataset`` (must be None).
-        check_data: run the data preflight (``curriculum-ds validate``'s checks).
-
-    Returns:
-        The :class:`~curriculum_ds.config.RunConfig` of the ``curriculum`` section with the batch
-        sizes ``TrainingArguments`` gives (its DeepSpeed part holds only those: HF builds the
-        engine from the ds_config itself).
-
-    Raises:
-        ConfigError: a ``train_dataset`` was passed; no ``deepspeed`` ds_config, or one without a
-            ``curriculum`` section; ``group_by_length=True``; a batch size of the ds_config
-            (not ``"auto"``) differs from ``TrainingArguments``'; ``curriculum.lr_schedule``
-            beside a ds_config ``scheduler``; any error of the section or its data (one line each,
-            naming the field).
-        DataError: a stream's data is missing or malformed.
-    """
-    from curriculum_ds.plugin.engine import load_run_config
-
-    if train_dataset is not None:
-        raise ConfigError(
-            "train_dataset: CurriculumTrainer draws its batches from the ds_config's curriculum "
-            "section; do not pass a train_dataset"
-        )
-    if args is None or getattr(args, "deepspeed", None) is None:
-        raise ConfigError(
-            "TrainingArguments.deepspeed: CurriculumTrainer needs a ds_config with a curriculum "
-            'section (TrainingArguments(deepspeed="ds.json", ...))'
-        )
-    if getattr(args, "group_by_length", False):
-        raise ConfigError(
-            "TrainingArguments.group_by_length: not supported by CurriculumTrainer (the "
-            "curriculum's phases and buckets order the samples); leave it False"
-        )
-    ds = read_ds_config(args.deepspeed)
-    if "curriculum" not in ds:
-        raise ConfigError(
-            "curriculum: the ds_config of TrainingArguments.deepspeed has no curriculum section; "
-            "CurriculumTrainer needs one (docs/hf-trainer.md)"
-        )
-    sizes = {key: _agreed(ds, key, int(getattr(args, name)), name) for key, name in _BATCH_KEYS}
-    world = int(args.world_size)
-    global_batch = sizes["train_micro_batch_size_per_gpu"] * sizes["gradient_accumulation_steps"]
-    sizes["train_batch_size"] = _agreed(
-        ds,
-        "train_batch_size",
-        global_batch * world,
-        f"per_device_train_batch_size × gradient_accumulation_steps × world_size {world}",
-    )
-    if ds["curriculum"].get("lr_schedule") is not None and "scheduler" in ds:
-        raise ConfigError(
-            "scheduler: the ds_config has a scheduler section beside curriculum.lr_schedule "
-            "(both would set the learning rate); keep one of them"
-        )
-    return load_run_config({**sizes, "curriculum": ds["curriculum"]}, check_data=check_data)
-
-
-def _agreed(ds: dict[str, Any], key: str, hf_value: int, hf_name: str) -> int:
-    """``hf_value``, after checking the ds_config's ``key`` (absent or ``"auto"``: HF's value)."""
-    value = ds.get(key)
-    if value is None or value == "auto":
-        return hf_value
-    if not isinstance(value, int) or value != hf_value:
-        raise ConfigError(
-            f"{key}: the ds_config has {value!r} but TrainingArguments gives {hf_value} "
-            f'({hf_name}); make them agree, or set "auto"'
-        )
-    return value
+    try:
+        run = curriculum_run(args, train_dataset=train_dataset, check_data=check_data)
+        check_model_context(run.curriculum, model)
+    except CurriculumError as exc:
+        if "LOCAL_RANK" not in os.environ:
+            raise
+        if os.environ.get("RANK", "0") == "0":  # every rank reaches the same verdict
+            print(f"curriculum_ds: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    return run
 
 
 def trainer_arguments(args: Any, run: RunConfig) -> tuple[Any, int | None]:

@@ -4,8 +4,9 @@ Each piece uses one public extension point of ``transformers.Trainer`` (subclass
 overridable methods, callbacks); no private method is replaced or patched:
 
 - ``__init__`` (subclassing): the checks of :mod:`curriculum_ds.hf.arguments` (one line each,
-  before anything is built); a copy of ``TrainingArguments`` (``dataclasses.replace``: the
-  caller's object is left as it was) with ``ignore_data_skip`` on (the curriculum restores its
+  before anything is built; in a launched rank, rank 0 prints it and every rank exits 1); a
+  copy of ``TrainingArguments`` (``dataclasses.replace``: the caller's object is left as it
+  was) with ``ignore_data_skip`` on (the curriculum restores its
   own cursor) and ``max_steps`` a bound the run never reaches (it ends at ``max_duration``); the
   :class:`~curriculum_ds.hf.callbacks.CurriculumCallback` added (``add_callback``) and HF's
   ``ProgressCallback``, when there, replaced by
@@ -32,7 +33,7 @@ import torch
 from transformers import ProgressCallback, Trainer
 
 from curriculum_ds.errors import StepError
-from curriculum_ds.hf.arguments import curriculum_run, trainer_arguments
+from curriculum_ds.hf.arguments import checked_run, trainer_arguments
 from curriculum_ds.hf.callbacks import CurriculumCallback, CurriculumProgress, curriculum_logs
 from curriculum_ds.hf.checkpoint import check_folder, resume_folder
 from curriculum_ds.hf.feed import MICRO_BATCH_KEY, CurriculumFeed
@@ -88,12 +89,9 @@ class CurriculumTrainer(Trainer):
         check_data: bool = True,
         **trainer_kwargs: Any,
     ) -> None:
-        from curriculum_ds.preflight import check_model_context
-
-        self.curriculum_run = curriculum_run(
-            args, train_dataset=train_dataset, check_data=check_data
+        self.curriculum_run = checked_run(
+            args, model, train_dataset=train_dataset, check_data=check_data
         )
-        check_model_context(self.curriculum_run.curriculum, model)
         args, self._horizon = trainer_arguments(args, self.curriculum_run)
         self.trace_samples = trace_samples
         self.feed = CurriculumFeed(self._build_curriculum)
