@@ -112,6 +112,10 @@ def _hf_run(spec: dict[str, Any]) -> None:
 
                 inner.step = recording_step
 
+        def on_train_end(self, args: Any, state: Any, *_: Any, **__: Any) -> None:
+            if dist.get_rank() == 0:  # HF's logs, as the console and TensorBoard got them
+                Path(spec["out"], "log_history.json").write_text(json.dumps(state.log_history))
+
         def on_save(self, args: Any, state: Any, *_: Any, **__: Any) -> None:
             if state.global_step == spec.get("kill_after_save"):
                 dist.barrier()  # rank 0 wrote the curriculum state

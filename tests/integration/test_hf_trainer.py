@@ -274,6 +274,26 @@ def test_gas4_mb2_and_gas1_mb8_give_the_same_gradients(runs):
     assert metrics(root / "gas4")[0]["step_tokens"] == metrics(root / "gas1")[0]["step_tokens"]
 
 
+@pytest.mark.parametrize("run", ["gas4", "gas1", "hf_z3", "hf_dyn"])
+def test_hfs_logged_loss_is_the_objective(runs, run):
+    """HF's logged ``loss`` (``log_history``, logging_steps 1) is each step's token-weighted
+    objective, ``metrics.jsonl``'s ``loss``: the same for GAS 4 × 2 and GAS 1 × 8 (issue 32,
+    item 4; transformers' own test allows 0.01)."""
+    root = runs["root"]
+    logged = {
+        r["step"]: r["loss"]
+        for r in json.loads((root / run / "log_history.json").read_text())
+        if "loss" in r
+    }
+    rows = metrics(root / run)
+    assert sorted(logged) == [r["step"] for r in rows]
+    for r in rows:
+        assert math.isclose(logged[r["step"]], r["loss"], rel_tol=1e-6), (run, r["step"])
+    if run == "gas1":
+        other = json.loads((root / "gas4" / "log_history.json").read_text())
+        assert math.isclose(next(r["loss"] for r in other if "loss" in r), logged[1], rel_tol=1e-6)
+
+
 def test_retention_report_and_tensorboard_on_output_dir(runs):
     root = runs["root"] / "doc"
     rows = metrics(root)

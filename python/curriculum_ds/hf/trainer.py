@@ -27,6 +27,7 @@ overridable methods, callbacks); no private method is replaced or patched:
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -96,6 +97,7 @@ class CurriculumTrainer(Trainer):
         self.trace_samples = trace_samples
         self.feed = CurriculumFeed(self._build_curriculum)
         self.finished_record: tuple[StepResult, Step] | None = None
+        self._unlogged_losses: list[float] = []
         self._resume_state: dict[str, Any] | None = None
         super().__init__(model=model, args=args, **trainer_kwargs)
         self.add_callback(CurriculumCallback(self))
@@ -117,8 +119,11 @@ class CurriculumTrainer(Trainer):
         metrics row the callback records. ``num_items_in_batch`` is ignored.
 
         Returns:
-            The micro-batch's token-mean loss / GAS, detached (what HF sums for its ``loss``
-            log; NaN without loss-bearing tokens, which HF's ``logging_nan_inf_filter`` drops).
+            What HF sums into its ``loss`` log: 0 for every micro-batch but the step's last,
+            and the step's loss for that one (the token-weighted objective of the whole global
+            batch, what the optimizer saw; the same value on every rank, so HF's mean over ranks
+            keeps it). Any GAS × micro-batch split of the same samples logs the same value.
+            NaN for a step whose loss is not finite (HF's ``logging_nan_inf_filter`` drops it).
         """
         step = self.feed.step
         mb = inputs[MICRO_BATCH_KEY]
@@ -126,10 +131,29 @@ class CurriculumTrainer(Trainer):
             raise StepError("training_step: no curriculum step in flight")
         model.train()
         outputs = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
-        loss = step.backward(outputs, mb)
-        if mb is step.micro_batches[-1]:
-            self.finished_record = (step.finish(), step)
-        return loss.detach().to(self.args.device) / len(step.micro_batches)
+        step.backward(outputs, mb)
+        if mb is not step.micro_batches[-1]:
+            return torch.zeros((), device=self.args.device)
+        result = step.finish()
+        self.finished_record = (result, step)
+        value = result["loss"]
+        objective = float("nan") if value is None else float(value)
+        self._unlogged_losses.append(objective)
+        return torch.tensor(objective, device=self.args.device)
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        """HF's ``log``, with the training ``loss`` exact.
+
+        The mean of the steps' losses since the last log (HF's own value is the same mean,
+        rounded to 4 decimals); non-finite steps are left out, as HF's
+        ``logging_nan_inf_filter`` leaves them out.
+        """
+        if "loss" in logs and self._unlogged_losses:
+            finite = [x for x in self._unlogged_losses if math.isfinite(x)]
+            if finite:
+                logs["loss"] = math.fsum(finite) / len(finite)
+            self._unlogged_losses = []
+        super().log(logs, *args, **kwargs)
 
     def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
         """HF's scheduler over the run's estimated steps; constant under ``lr_schedule``.
