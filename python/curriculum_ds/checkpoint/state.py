@@ -15,7 +15,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from curriculum_ds.checkpoint.substates import DynamicState, LoaderState
+from curriculum_ds.checkpoint.substates import DynamicState
+from curriculum_ds.core.loader_state import LoaderState
 from curriculum_ds.core.position import Position
 from curriculum_ds.core.schedule import (
     PhaseSchedule,

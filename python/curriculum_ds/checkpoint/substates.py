@@ -17,23 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from curriculum_ds.errors import ResumeError
+from curriculum_ds.core.saved import missing as _missing
+from curriculum_ds.core.saved import wrong as _wrong
 
-__all__ = ["DynamicState", "LoaderState"]
+__all__ = ["DynamicState"]
 
-_PREFIX = "checkpoint curriculum state: "
 _ARRAY = (list, tuple, np.ndarray)
-
-
-def _missing(key: str) -> ResumeError:
-    return ResumeError(f"{_PREFIX}missing {key!r}")
-
-
-def _wrong(key: str, value: Any) -> ResumeError:
-    text = repr(value)
-    return ResumeError(
-        f"{_PREFIX}{key!r} has the wrong type ({text if len(text) <= 80 else text[:77] + '...'})"
-    )
 
 
 def _get(
@@ -85,105 +74,6 @@ def _arrays(value: Any, name: str, check: Any) -> None:
         raise _wrong(name, value)
     for i, item in enumerate(value):
         check(item, f"{name}[{i}]")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class LoaderState:
-    """A phase loader's counters (``PhaseLoader.state_dict``): what a resume inside a phase needs.
-
-    Attributes:
-        phase_idx: the phase they belong to.
-        num_samples: samples drawn in the phase, global, ≥ 0 (the loader checks the rest).
-        stream_counts: per stream, samples drawn from it.
-        samplers: per stream, its sampler's counters (checked by the sampler's kernel).
-        proportion_unit: ``"tokens"`` when proportions count tokens; None for ``"samples"``
-            (the key is absent then, as in every checkpoint before it existed).
-        stream_tokens: per stream, tokens placed (with ``"tokens"`` only).
-        pending: per stream, sample indices drawn but not placed yet (with ``"tokens"`` only).
-        targets: per stream, the integral of its moving target (a phase with proportion ramps
-            or stream weights only; the loader refuses such a phase's state without it).
-        stream_weights: per stream, the proportions set by re-weighting over streams (None:
-            the phase's own).
-        hold: a temporary mixture in progress (``MixtureUpdate.hold_steps``): ``{"steps": draws
-            left under it, "weights": the stream weights after it, or None}``; None: none.
-    """
-
-    phase_idx: int
-    num_samples: int
-    stream_counts: list[int]
-    samplers: list[dict[str, Any]]
-    proportion_unit: str | None = None
-    stream_tokens: list[int] | None = None
-    pending: list[list[int]] | None = None
-    targets: list[float] | None = None
-    stream_weights: list[float] | None = None
-    hold: dict[str, Any] | None = None
-
-    @classmethod
-    def from_dict(cls, saved: Mapping[str, Any]) -> LoaderState:
-        """Check and read a saved loader state. Extra keys are ignored. Deterministic.
-
-        Raises:
-            ResumeError: ``checkpoint curriculum state: ...`` naming the missing or mistyped key.
-        """
-        w = "loader"
-        if not isinstance(saved, Mapping):
-            raise _wrong(w, saved)
-        samplers = _get(saved, w, "samplers", (list, tuple))
-        for i, sampler in enumerate(samplers):
-            if not isinstance(sampler, Mapping):
-                raise _wrong(f"{w}.samplers[{i}]", sampler)
-        unit = _get(saved, w, "proportion_unit", str, optional=True)
-        tokens = unit == "tokens"
-        stream_tokens = _get(saved, w, "stream_tokens", _ARRAY, optional=not tokens)
-        pending = _get(saved, w, "pending", (list, tuple), optional=not tokens)
-        if pending is not None:
-            pending = [_ints(p, f"{w}.pending[{i}]") for i, p in enumerate(pending)]
-        targets, weights = (
-            _float_list(_get(saved, w, key, _ARRAY, optional=True), f"{w}.{key}")
-            for key in ("targets", "stream_weights")
-        )
-        hold = _get(saved, w, "hold", Mapping, optional=True)
-        if hold is not None:
-            _get(hold, f"{w}.hold", "steps", (int, np.integer))
-            after = _get(hold, f"{w}.hold", "weights", _ARRAY, optional=True)
-            hold = {"steps": int(hold["steps"]), "weights": _float_list(after, f"{w}.hold.weights")}
-        return cls(
-            phase_idx=_get(saved, w, "phase_idx", int),
-            num_samples=_get(saved, w, "num_samples", (int, np.integer)),
-            stream_counts=_ints(_get(saved, w, "stream_counts", _ARRAY), f"{w}.stream_counts"),
-            samplers=[dict(s) for s in samplers],
-            proportion_unit=unit,
-            stream_tokens=(
-                None if stream_tokens is None else _ints(stream_tokens, f"{w}.stream_tokens")
-            ),
-            pending=pending,
-            targets=targets,
-            stream_weights=weights,
-            hold=hold,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The saved form (``PhaseLoader.state_dict``'s keys, in its order)."""
-        out: dict[str, Any] = {"phase_idx": self.phase_idx}
-        out.update(
-            num_samples=int(self.num_samples),
-            stream_counts=list(self.stream_counts),
-            samplers=[dict(s) for s in self.samplers],
-        )
-        if self.proportion_unit is not None:
-            out["proportion_unit"] = self.proportion_unit
-        if self.stream_tokens is not None:
-            out["stream_tokens"] = list(self.stream_tokens)
-        if self.pending is not None:
-            out["pending"] = [list(p) for p in self.pending]
-        if self.targets is not None:
-            out["targets"] = list(self.targets)
-        if self.stream_weights is not None:
-            out["stream_weights"] = list(self.stream_weights)
-        if self.hold is not None:
-            out["hold"] = dict(self.hold)
-        return out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, eq=False)

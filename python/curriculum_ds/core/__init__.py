@@ -7,7 +7,9 @@ Module map:
 * ``loader.py``: ``PhaseLoader``, a phase's deterministic global batches (the deficit blend,
   per-stream samplers, moving mixtures); ``PhaseLoader.apply`` is the one place a re-weighting's
   ``MixtureUpdate`` reaches it;
-* ``loader_state.py``: a saved loader state checked against its phase before the loader takes it;
+* ``loader_state.py``: ``LoaderState``, the loader's typed state (``PhaseLoader.state()`` /
+  ``.restore()``), checked against its phase (``LoaderState.fit``) before the loader takes it;
+* ``saved.py``: the frozen pydantic base of every saved state and its one-line refusals;
 * ``sample_reader.py``: ``SampleReader``, the phase's streams read by ``(stream, sample)``;
 * ``microbatch.py``: ``MicroBatch`` and ``collate`` (right-padding, loss masks);
 * ``loss.py``: the one owner of the token-weighted loss normalisation;

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from curriculum_ds.core.loader_state import parse_loader_state
+from curriculum_ds.core.loader_state import Hold, LoaderState
 from curriculum_ds.core.microbatch import MicroBatch, collate
 from curriculum_ds.core.sample_reader import SampleReader
 from curriculum_ds.data import read_stream_info
@@ -94,7 +94,7 @@ class PhaseLoader:
         loader = phase.train_loader
         self.max_seq_len = loader.peak_seq_len  # the largest point of a warmup ramp
         self.seq_len = loader.seq_len_at(0.0)  # this step's truncation (moves with a warmup)
-        self.stream_names = [s.name or _default_name(s.local) for s in loader.streams]
+        self.stream_names = [s.name or Path(s.local).name for s in loader.streams]
         for name, s in zip(self.stream_names, loader.streams, strict=True):
             if s.remote is not None and not (Path(s.local) / "index.json").is_file():
                 _sync_remote(name, s.local, s.remote)  # preflight was skipped (check_data=False)
@@ -387,73 +387,71 @@ class PhaseLoader:
         )
 
     # ----------------------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, Any]:
-        """Counters: samples drawn, per-stream slot counts and sampler counters.
+    @property
+    def stream_sizes(self) -> tuple[int, ...]:
+        """Each stream's number of samples."""
+        return tuple(info.num_samples for info in self.infos)
 
-        With ``proportion_unit: "tokens"`` also ``proportion_unit``, ``stream_tokens`` (tokens
-        placed per stream) and ``pending`` (per stream, the sample indices drawn but not placed
-        yet, at most one global batch each); with ``"samples"`` the dict is as it always was.
-        A moving mix adds ``targets`` (per stream, the integral of its target so far); stream
-        weights (:meth:`set_proportions`) add ``stream_weights`` and ``targets``; a temporary
-        mixture in progress adds ``hold``.
-        """
-        state: dict[str, Any] = {
-            "phase_idx": self.phase_idx,
-            "num_samples": self.num_samples,
-            "stream_counts": self.stream_counts.tolist(),
-            "samplers": [_plain(s.state_dict()) for s in self.samplers],
-        }
-        if self.proportion_unit == "tokens":
-            state["proportion_unit"] = "tokens"
-            state["stream_tokens"] = self.placed_tokens.tolist()
-            state["pending"] = [p.tolist() for p in self.pending]
-        if self._tracks_targets:  # floats round-trip exactly through JSON and torch.save
-            state["targets"] = self.targets.tolist()
-        if self.stream_weights is not None:
-            state["stream_weights"] = self.stream_weights.tolist()
-        if self.hold is not None:
-            left, after = self.hold
-            state["hold"] = {"steps": left, "weights": None if after is None else after.tolist()}
-        return state
+    def state(self) -> LoaderState:
+        """The counters a resume inside this phase needs (:class:`LoaderState`). Deterministic."""
+        tokens = self.proportion_unit == "tokens"
+        weights = self.stream_weights
+        return LoaderState(
+            phase_idx=self.phase_idx,
+            num_samples=self.num_samples,
+            stream_counts=tuple(self.stream_counts.tolist()),
+            samplers=tuple(_plain(s.state_dict()) for s in self.samplers),
+            proportion_unit="tokens" if tokens else None,
+            stream_tokens=tuple(self.placed_tokens.tolist()) if tokens else None,
+            pending=tuple(tuple(p.tolist()) for p in self.pending) if tokens else None,
+            # floats round-trip exactly through JSON and torch.save
+            targets=tuple(self.targets.tolist()) if self._tracks_targets else None,
+            stream_weights=None if weights is None else tuple(weights.tolist()),
+            hold=None if self.hold is None else Hold.of(*self.hold),
+        )
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore counters saved by :meth:`state_dict` (same phase, same data).
-
-        A state without ``proportion_unit`` (all checkpoints before it existed) is a
-        ``"samples"`` one.
+    def restore(self, state: LoaderState) -> None:
+        """Continue from a :meth:`state` of this phase (same phase, same data).
 
         Raises:
-            ValueError: the counters do not fit this phase's streams (their number, or a count
-                that is negative or does not add up to the samples drawn, a pending sample out of
-                range) or its ``proportion_unit`` is not this phase's; nothing changes.
-            KeyError: a key is missing.
+            ValueError: the state does not fit this phase (:meth:`LoaderState.fit`); nothing
+                changes.
             SamplingError: a sampler state is refused by its kernel.
         """
-        counters = parse_loader_state(
-            state,
-            proportion_unit=self.proportion_unit,
-            moving_mix=self.moving_mix,
-            stream_sizes=[info.num_samples for info in self.infos],
-        )
-        for sampler, sampler_state in zip(self.samplers, counters.samplers, strict=True):
+        state.fit(self)
+        for sampler, saved in zip(self.samplers, state.samplers, strict=True):
             sampler.load_state_dict(
-                {k: np.asarray(v) if isinstance(v, list) else v for k, v in sampler_state.items()}
+                {k: np.asarray(v) if isinstance(v, list) else v for k, v in saved.items()}
             )
-        self.num_samples = counters.num_samples
-        self.stream_counts = counters.stream_counts
-        self.placed_tokens = counters.placed_tokens
-        self.pending = counters.pending
-        self.targets = counters.targets
-        self.stream_weights = counters.stream_weights
-        self.hold = counters.hold
+        zeros = (0,) * len(self.samplers)
+        tokens = self.proportion_unit == "tokens"  # fit: then stream_tokens and pending are set
+        self.num_samples = state.num_samples
+        self.stream_counts = np.array(state.stream_counts, dtype=np.int64)
+        self.placed_tokens = np.array((tokens and state.stream_tokens) or zeros, dtype=np.int64)
+        pending = (tokens and state.pending) or [()] * len(zeros)
+        self.pending = [np.array(p, dtype=np.int64) for p in pending]
+        weights = state.stream_weights
+        self.stream_weights = None if weights is None else np.array(weights, dtype=np.float64)
+        targets = (self._tracks_targets and state.targets) or zeros  # fit: set when tracked
+        self.targets = np.array(targets, dtype=np.float64)
+        self.hold = None if state.hold is None else state.hold.pair()
+
+    def state_dict(self) -> dict[str, Any]:
+        """:meth:`state` in its saved form (:meth:`LoaderState.to_dict`): plain ints and lists."""
+        return self.state().to_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """:meth:`restore` from a :meth:`state_dict` (read by :meth:`LoaderState.from_dict`).
+
+        Raises:
+            ResumeError: a key is missing or mistyped (one line naming it); else as
+                :meth:`restore`.
+        """
+        self.restore(LoaderState.from_dict(state))
 
     def close(self) -> None:
         """Release the streaming datasets (their shared memory), the maps."""
         self.reader.close()
-
-
-def _default_name(local: str) -> str:
-    return Path(local).name
 
 
 def _plain(state: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from curriculum_ds.checkpoint import engine_io
 from curriculum_ds.checkpoint.files import SavedTag
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
-from curriculum_ds.checkpoint.state import CurriculumState, DynamicState, LoaderState
+from curriculum_ds.checkpoint.state import CurriculumState, DynamicState
+from curriculum_ds.core.loader_state import LoaderState
 from curriculum_ds.dynamic import Reweighter, make_reweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError
 from curriculum_ds.records.monitors import resume_monitors

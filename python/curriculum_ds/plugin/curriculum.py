@@ -14,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from curriculum_ds.checkpoint.state import DynamicState, LoaderState
+from curriculum_ds.checkpoint.state import DynamicState
 from curriculum_ds.config.ramps import is_ramp
 from curriculum_ds.core.loader import PhaseLoader
+from curriculum_ds.core.loader_state import LoaderState
 from curriculum_ds.core.lr_schedule import LRSchedule, apply_lr, optimizer_lr
 from curriculum_ds.core.position import Position
 from curriculum_ds.core.schedule import PhaseSchedule, Progress, progress_to_str
@@ -308,7 +309,7 @@ class Curriculum(CheckpointingMixin):
             loader.apply(self.dynamic.start_phase(loader.view(), saved_dynamic))
         saved = self._pending_loader
         if saved is not None and saved.phase_idx == phase_idx:
-            loader.load_state_dict(saved.to_dict())
+            loader.restore(saved)
         self._pending_loader = self._pending_dynamic = None
         self._loader = loader
         return loader

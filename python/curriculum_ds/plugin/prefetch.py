@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     import torch
 
     from curriculum_ds.core.loader import MicroBatch, PhaseLoader
+    from curriculum_ds.core.loader_state import LoaderState
     from curriculum_ds.core.schedule import PhaseSchedule, Progress
     from curriculum_ds.plugin.evaluation import Evaluator
 
@@ -150,7 +151,7 @@ class _Ahead:
 
     key: tuple[int, Progress]  # (phase_idx, start progress) of the step it was decided for
     batch: npt.NDArray[np.int64]
-    state_before: dict[str, Any]  # the loader's counters before the decision
+    state_before: LoaderState  # the loader's counters before the decision
     epochs_before: float
     futures: list[Future[MicroBatch]] = field(default_factory=list)
 
@@ -254,7 +255,7 @@ class StepFeed:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead.key != key:  # not the step it was decided for
             self._cancel(ahead)
-            loader.load_state_dict(ahead.state_before)
+            loader.restore(ahead.state_before)
             ahead = None
         if ahead is None:
             batch = loader.next_global_batch(global_batch_size, probs, fraction=fraction)
@@ -292,7 +293,7 @@ class StepFeed:
         """
         if self.depth == 0:
             return
-        state_before, epochs_before = loader.state_dict(), loader.epochs_done()
+        state_before, epochs_before = loader.state(), loader.epochs_done()
         batch = loader.next_global_batch(global_batch_size, probs, fraction=fraction)
         ahead = _Ahead(key, batch, state_before, epochs_before)
         for positions in self._positions(len(batch))[: self.depth]:
@@ -301,9 +302,9 @@ class StepFeed:
             )
         self._ahead = ahead
 
-    def loader_state(self, loader: PhaseLoader) -> dict[str, Any]:
+    def loader_state(self, loader: PhaseLoader) -> LoaderState:
         """The loader's counters as a checkpoint saves them: a batch decided early not counted."""
-        return loader.state_dict() if self._ahead is None else self._ahead.state_before
+        return loader.state() if self._ahead is None else self._ahead.state_before
 
     def epochs_done(self, loader: PhaseLoader) -> float:
         """The phase's passes so far, a batch decided early not counted."""

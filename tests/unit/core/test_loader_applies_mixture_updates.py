@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from helpers import make_dataset, ragged_docs
 
-from curriculum_ds.checkpoint.substates import LoaderState
 from curriculum_ds.config import PhaseConfig
 from curriculum_ds.core.loader import PhaseLoader
+from curriculum_ds.core.loader_state import LoaderState
 from curriculum_ds.dynamic import MixtureUpdate
 
 GBS = 10

@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from helpers import make_dataset, ragged_docs
 
-from curriculum_ds.checkpoint.substates import LoaderState
 from curriculum_ds.commands.schedule_table import describe_schedule
 from curriculum_ds.config import PhaseConfig, load_config
 from curriculum_ds.config.ramps import value_at
 from curriculum_ds.core.loader import PhaseLoader
+from curriculum_ds.core.loader_state import LoaderState
 from curriculum_ds.kernels import blend_samples, blend_tokens
 
 pytestmark = pytest.mark.usefixtures("no_token_reader")
