@@ -196,7 +196,7 @@ def dump_state(out: Path) -> None:
     if curriculum.dynamic is not None:
         dynamic = curriculum.dynamic
         torch.save(
-            dynamic.state_dict() | {"window_values": dynamic.window.values()},
+            dynamic.state().to_dict() | {"window_values": dynamic.window.values()},
             out / f"rank{dist.get_rank()}_dynamic.pt",
         )
     dist.barrier()

@@ -25,6 +25,7 @@ from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
 from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import BucketReweighter
+from curriculum_ds.dynamic.state import parse_dynamic_state
 
 pytestmark = pytest.mark.distributed
 
@@ -141,7 +142,7 @@ def test_boundary_checkpoint_resumes_into_b(c02):
     _, saved = read_curriculum_state(c02["boundary_ckpt"])
     loader = PhaseLoader(cfg.schedule[1], 1, seed=cfg.seed, num_buckets=cfg.dynamic.num_buckets)
     dynamic = BucketReweighter(cfg.dynamic)
-    loader.apply(dynamic.start_phase(loader.view(), saved["dynamic"]))
+    loader.apply(dynamic.start_phase(loader.view(), parse_dynamic_state(saved["dynamic"])))
     first_b = loader.next_global_batch(GLOBAL_BATCH, dynamic.probs)
     assert recs[11]["samples"] == [["b", int(i)] for _, i in first_b]
     # nothing of A is replayed: steps 11-20 draw only from B

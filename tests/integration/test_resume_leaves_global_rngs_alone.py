@@ -25,6 +25,7 @@ from curriculum_ds.checkpoint.files import read_curriculum_state
 from curriculum_ds.config import load_config
 from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.dynamic import BucketReweighter
+from curriculum_ds.dynamic.state import parse_dynamic_state
 
 pytestmark = pytest.mark.distributed
 
@@ -54,7 +55,7 @@ def _restore(cfg_path, ckpt) -> tuple[PhaseLoader, BucketReweighter, dict[str, A
         cfg.schedule[phase_idx], phase_idx, seed=cfg.seed, num_buckets=cfg.dynamic.num_buckets
     )
     dynamic = BucketReweighter(cfg.dynamic)
-    loader.apply(dynamic.start_phase(loader.view(), saved["dynamic"]))
+    loader.apply(dynamic.start_phase(loader.view(), parse_dynamic_state(saved["dynamic"])))
     loader.load_state_dict(saved["loader"])
     return loader, dynamic, saved
 
@@ -124,7 +125,7 @@ def test_restore_reproduces_the_saved_weights_and_window(scenario):
     np.testing.assert_array_equal(
         dynamic.window.values(), np.asarray(saved["dynamic"]["window"]["values"])
     )
-    _assert_same_state(dynamic.state_dict(), saved["dynamic"], "dynamic")
+    _assert_same_state(dynamic.state().to_dict(), saved["dynamic"], "dynamic")
     assert not np.allclose(dynamic.probs, 1 / len(dynamic.probs))  # re-weighting was active
 
 

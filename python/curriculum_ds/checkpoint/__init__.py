@@ -9,9 +9,10 @@ A resume reads a tag once (:func:`~curriculum_ds.checkpoint.files.open_tag`, one
 Modules, one concern each:
 
 * ``state``: the schema, :class:`CurriculumState` (``client_state["curriculum"]`` of a DeepSpeed
-  checkpoint), whose counters are one :class:`~curriculum_ds.core.position.Position`;
-* ``substates``: its loader and re-weighting parts, typed (:class:`LoaderState`,
-  :class:`DynamicState`), refusing a malformed one by naming the key;
+  checkpoint), a pydantic model of one :class:`~curriculum_ds.core.position.Position`, the
+  loader's :class:`~curriculum_ds.core.loader_state.LoaderState` and the re-weighting's state
+  (:data:`~curriculum_ds.dynamic.state.DynamicState`), refusing a malformed one in one line
+  naming the key;
 * ``rules``: the resume rules (:func:`check_resume` → :class:`ResumePlan`, and the
   ``validate --resume-from`` verdict), pure;
 * ``safe_load``: every checkpoint file unpickled by torch's ``weights_only`` loader with one

@@ -11,13 +11,14 @@ the counters below (mosaicml-streaming's rule).
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from curriculum_ds.checkpoint.substates import DynamicState
+from pydantic import PlainValidator, StrictStr, ValidationInfo, model_validator
+
 from curriculum_ds.core.loader_state import LoaderState
 from curriculum_ds.core.position import Position
+from curriculum_ds.core.saved import PREFIX, Int, SavedModel, missing, wrong
 from curriculum_ds.core.schedule import (
     PhaseSchedule,
     Progress,
@@ -25,6 +26,7 @@ from curriculum_ds.core.schedule import (
     progress_from_str,
     progress_to_str,
 )
+from curriculum_ds.dynamic.state import TAGS, DynamicState, parse_dynamic_state
 from curriculum_ds.errors import ResumeError
 
 if TYPE_CHECKING:
@@ -38,51 +40,90 @@ STATE_VERSION = 1
 _COUNTERS = ("global_step", "consumed_tokens", "consumed_samples")
 
 
-def _require(saved: Mapping[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
-    if key not in saved:
-        raise ResumeError(f"checkpoint curriculum state: missing {key!r}")
-    value = saved[key]
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise ResumeError(f"checkpoint curriculum state: {key!r} has the wrong type ({value!r})")
-    return value
+def _position(value: Any, info: ValidationInfo) -> Position:
+    """The saved counters (top-level keys of the saved form) as a :class:`Position`."""
+    if isinstance(value, Position):
+        return value
+    counters: dict[str, int] = {}
+    for key in _COUNTERS:
+        if key not in value:
+            raise missing(key)
+        count = value[key]
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise wrong(key, count)
+        if count < 0:
+            raise ResumeError(f"{PREFIX}{key!r} is negative ({count})")
+        counters[key] = count
+    if "progress" not in value:
+        raise missing("progress")
+    if not isinstance(value["progress"], str):
+        raise wrong("progress", value["progress"])
+    unit = info.data.get("unit")
+    if unit is None:  # refused already (pydantic reports it first)
+        raise ValueError("no unit")
+    return Position(progress=progress_from_str(value["progress"], unit), **counters)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CurriculumState:
+class CurriculumState(SavedModel):
     """Where a run is in its schedule, and what resumes its data order exactly.
 
     The saved form (:meth:`to_dict`) is flat and unchanged since version 1: ``seed``, ``unit``,
     ``progress``, ``phase_idx``, ``phases``, ``global_step``, ``consumed_tokens``,
     ``consumed_samples``, ``fingerprints``, ``loader``, ``dynamic``, ``version``.
+    :meth:`from_dict` reads it back, refusing a malformed one with one line naming the key.
 
     Attributes:
         seed: ``curriculum.seed`` of the saved run.
         unit: ``"tok"`` or ``"ep"`` (``max_duration``'s unit).
         position: the run's counters at the save: optimizer steps, non-padding input tokens and
             samples consumed (global over dp ranks, ≥ 0) and cumulative progress in ``unit`` (int
-            tokens or a Fraction of passes).
+            tokens or a Fraction of passes); saved as top-level keys.
         phase_idx: ``PhaseSchedule.phase_at(position.progress)`` under the saved schedule;
             ``len(phases)`` once the run has ended. On a boundary it is the next phase.
         phases: every phase's ``model_dump(mode="json")`` at save time (the resume rules compare
             them with the new config).
         fingerprints: :func:`~curriculum_ds.core.schedule.phase_fingerprint` of each phase
             (informational).
-        loader: the phase loader's counters (``PhaseLoader.state_dict``, typed), None before
-            any draw.
-        dynamic: the re-weighting state (``BucketReweighter.state_dict``, typed), None when
-            off.
+        loader: the phase loader's state (``PhaseLoader.state``), None before any draw.
+        dynamic: the re-weighting state (``Reweighter.state``), None when off.
         version: :data:`STATE_VERSION`.
     """
 
-    seed: int
-    unit: str
-    position: Position
-    phase_idx: int
+    TRANSPARENT = TAGS | {"position"}
+
+    seed: Int
+    unit: StrictStr
+    position: Annotated[Position, PlainValidator(_position)]
+    phase_idx: Int
     phases: list[dict[str, Any]]
-    fingerprints: list[str] = dataclasses.field(default_factory=list)
+    fingerprints: Annotated[tuple[str, ...], PlainValidator(lambda v: tuple(v or ()))] = ()
     loader: LoaderState | None = None
     dynamic: DynamicState | None = None
-    version: int = STATE_VERSION
+    version: Int = STATE_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _saved_form(cls, data: Any) -> Any:
+        """The flat saved form: a supported version, the counters gathered as ``position``."""
+        if not isinstance(data, Mapping):
+            raise ResumeError(f"{PREFIX}not a mapping ({type(data).__name__})")
+        if "position" in data:
+            return data
+        if "version" not in data:
+            raise missing("version")
+        version = data["version"]
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise wrong("version", version)
+        if version != STATE_VERSION:
+            raise ResumeError(
+                f"{PREFIX}version {version} not supported "
+                f"(this curriculum_ds reads version {STATE_VERSION})"
+            )
+        keys = (*_COUNTERS, "progress")
+        return {
+            **{k: v for k, v in data.items() if k not in keys},
+            "position": {k: data[k] for k in keys if k in data},
+        }
 
     @property
     def progress(self) -> Progress:
@@ -98,8 +139,8 @@ class CurriculumState:
         global_step: int,
         consumed_tokens: int,
         consumed_samples: int,
-        loader: dict[str, Any] | None = None,
-        dynamic: dict[str, Any] | None = None,
+        loader: LoaderState | Mapping[str, Any] | None = None,
+        dynamic: DynamicState | Mapping[str, Any] | None = None,
     ) -> CurriculumState:
         """The state of a run of ``cfg`` after ``progress`` units (``phase_idx`` derived)."""
         position = Position(
@@ -121,7 +162,7 @@ class CurriculumState:
     ) -> CurriculumState:
         """The state of a run of ``cfg`` at ``position`` (``phase_idx`` derived). Deterministic.
 
-        ``loader`` and ``dynamic`` may be given in their saved (``state_dict``) form.
+        ``loader`` and ``dynamic`` may be given in their saved (``to_dict``) form.
 
         Raises:
             ResumeError: one of them is malformed (names the key).
@@ -132,9 +173,9 @@ class CurriculumState:
             position=position,
             phase_idx=PhaseSchedule(cfg).phase_at(position.progress),
             phases=[p.model_dump(mode="json") for p in cfg.schedule],
-            fingerprints=[phase_fingerprint(p) for p in cfg.schedule],
-            loader=_loader_state(loader),
-            dynamic=_dynamic_state(dynamic),
+            fingerprints=tuple(phase_fingerprint(p) for p in cfg.schedule),
+            loader=None if loader is None else LoaderState.from_dict(loader),
+            dynamic=None if dynamic is None else parse_dynamic_state(dynamic),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,52 +208,4 @@ class CurriculumState:
         Raises:
             ResumeError: one line naming the missing or mistyped key, or an unsupported version.
         """
-        if isinstance(saved, CurriculumState):
-            return saved
-        if not isinstance(saved, Mapping):
-            raise ResumeError(
-                f"checkpoint curriculum state: not a mapping ({type(saved).__name__})"
-            )
-        version = _require(saved, "version", int)
-        if version != STATE_VERSION:
-            raise ResumeError(
-                f"checkpoint curriculum state: version {version} not supported "
-                f"(this curriculum_ds reads version {STATE_VERSION})"
-            )
-        unit = _require(saved, "unit", str)
-        loader = saved.get("loader")
-        dynamic = saved.get("dynamic")
-        for key, value in (("loader", loader), ("dynamic", dynamic)):
-            if value is not None and not isinstance(value, Mapping):
-                raise ResumeError(
-                    f"checkpoint curriculum state: {key!r} has the wrong type ({value!r})"
-                )
-        counters = {k: _require(saved, k, int) for k in _COUNTERS}
-        for key, value in counters.items():
-            if value < 0:
-                raise ResumeError(f"checkpoint curriculum state: {key!r} is negative ({value})")
-        return cls(
-            version=version,
-            seed=_require(saved, "seed", int),
-            unit=unit,
-            phases=_require(saved, "phases", list),
-            phase_idx=_require(saved, "phase_idx", int),
-            position=Position(
-                progress=progress_from_str(_require(saved, "progress", str), unit), **counters
-            ),
-            fingerprints=list(saved.get("fingerprints") or []),
-            loader=_loader_state(loader),
-            dynamic=_dynamic_state(dynamic),
-        )
-
-
-def _loader_state(value: LoaderState | Mapping[str, Any] | None) -> LoaderState | None:
-    if value is None or isinstance(value, LoaderState):
-        return value
-    return LoaderState.from_dict(value)
-
-
-def _dynamic_state(value: DynamicState | Mapping[str, Any] | None) -> DynamicState | None:
-    if value is None or isinstance(value, DynamicState):
-        return value
-    return DynamicState.from_dict(value)
+        return cls.parse(saved)

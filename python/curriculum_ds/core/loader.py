@@ -396,7 +396,8 @@ class PhaseLoader:
         """The counters a resume inside this phase needs (:class:`LoaderState`). Deterministic."""
         tokens = self.proportion_unit == "tokens"
         weights = self.stream_weights
-        return LoaderState(
+        # the loader's own counters, of the declared types: not validated again (once per step)
+        return LoaderState.model_construct(
             phase_idx=self.phase_idx,
             num_samples=self.num_samples,
             stream_counts=tuple(self.stream_counts.tolist()),

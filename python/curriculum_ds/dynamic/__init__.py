@@ -3,13 +3,15 @@
 Module map:
 
 * ``protocol.py``: :class:`Reweighter`, the surface of every method (``start_phase``,
-  ``observe``, ``observe_eval``, ``maybe_recompute``, ``state_dict``);
+  ``observe``, ``observe_eval``, ``maybe_recompute``, ``state``);
 * ``registry.py``: methods by name (``dynamic.method``) and the units each supports;
   :func:`make_reweighter` builds the one a config asks for;
 * ``update.py``: :class:`PhaseView` (what a method reads of a phase) and :class:`MixtureUpdate`
   (what it hands back: buckets and bucket probabilities, stream proportions, loss weights, a
   temporary mixture, the ``curriculum_history.jsonl`` record), which the loader applies in one
   place (``PhaseLoader.apply``);
+* ``state.py``: each method's typed state, one model per (unit, method) in a tagged union
+  (:data:`DynamicState`, read by :func:`parse_dynamic_state`; ``to_dict`` is the saved form);
 * ``weights.py``: ``mixture_probs``, the one formula ``floor + (1 - K·floor)·softmax(s / T)``;
 * ``signals.py``: the per-sample and per-stream signals (``loss``, ``excess_loss`` over a
   reference model's metric column, ``learnability``) and the metric columns they read;
@@ -26,6 +28,7 @@ from __future__ import annotations
 from curriculum_ds.dynamic.buckets import BucketReweighter, bucket_scores
 from curriculum_ds.dynamic.protocol import Reweighter
 from curriculum_ds.dynamic.registry import make_reweighter, methods, register
+from curriculum_ds.dynamic.state import DynamicState, parse_dynamic_state
 from curriculum_ds.dynamic.streams import StreamReweighter
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.dynamic.weights import FLOOR_SLACK, bucket_probs, mixture_probs
@@ -33,6 +36,7 @@ from curriculum_ds.dynamic.weights import FLOOR_SLACK, bucket_probs, mixture_pro
 __all__ = [
     "FLOOR_SLACK",
     "BucketReweighter",
+    "DynamicState",
     "MixtureUpdate",
     "PhaseView",
     "Reweighter",
@@ -42,5 +46,6 @@ __all__ = [
     "make_reweighter",
     "methods",
     "mixture_probs",
+    "parse_dynamic_state",
     "register",
 ]

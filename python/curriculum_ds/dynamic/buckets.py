@@ -28,12 +28,14 @@ import numpy.typing as npt
 
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.signals import excess_losses, metric_columns
+from curriculum_ds.dynamic.state import BucketSoftmaxState, BucketWindowState
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.dynamic.weights import mixture_probs
 from curriculum_ds.kernels import RollingWindow, assign_buckets, bucket_edges
 
 if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
+    from curriculum_ds.dynamic.state import DynamicState
 
 __all__ = ["BucketReweighter", "bucket_scores"]
 
@@ -107,7 +109,7 @@ class BucketReweighter:
         self.reference: list[npt.NDArray[np.float64]] = []
         """``signal: "excess_loss"``: per stream, each sample's reference loss (nats)."""
 
-    def start_phase(self, view: PhaseView, saved: dict[str, Any] | None) -> MixtureUpdate:
+    def start_phase(self, view: PhaseView, saved: DynamicState | None) -> MixtureUpdate:
         """Reset the window for a new datamix and bucket its samples by the static metric.
 
         **Phase start.** The probabilities carry over from the previous phase (uniform at the
@@ -119,7 +121,7 @@ class BucketReweighter:
 
         Args:
             view: The new phase (its streams' names and metric columns).
-            saved: A :meth:`state_dict` from a checkpoint, or None. Taken inside this phase, the
+            saved: A :meth:`state` from a checkpoint, or None. Taken inside this phase, the
                 window, latest losses, edges, bucket assignment and probabilities are restored
                 exactly; taken in an earlier phase (a checkpoint on a phase boundary), only the
                 probabilities and the recompute count carry over, as they would have without the
@@ -154,23 +156,23 @@ class BucketReweighter:
         buckets = None
         if saved is not None:
             self.probs = self._carried_probs(saved)
-            self.num_recomputes = int(saved["num_recomputes"])
-            if saved.get("phase_idx", view.phase_idx) == view.phase_idx:
-                self.window = RollingWindow.from_state_dict(saved["window"])
-                self.last_loss = [
-                    np.asarray(a, dtype=np.float32).copy() for a in saved["last_loss"]
-                ]
-                edges = saved["edges"]
-                self.edges = None if edges is None else np.asarray(edges, dtype=np.float64)
-                if saved.get("buckets") is not None:
-                    buckets = [np.asarray(b, dtype=np.int64) for b in saved["buckets"]]
+            self.num_recomputes = saved.num_recomputes
+            if isinstance(saved, BucketSoftmaxState) and saved.phase_idx == view.phase_idx:
+                self.window = RollingWindow.from_state_dict(saved.window.to_dict())
+                self.last_loss = [np.asarray(a, dtype=np.float32).copy() for a in saved.last_loss]
+                saved_edges = saved.edges
+                self.edges = (
+                    None if saved_edges is None else np.asarray(saved_edges, dtype=np.float64)
+                )
+                if saved.buckets is not None:
+                    buckets = [np.asarray(b, dtype=np.int64) for b in saved.buckets]
         if buckets is None:
             buckets = self._sample_buckets()
         # else: the assignment of the last recompute, not one rebuilt from losses seen after it
         self.buckets = buckets
         return MixtureUpdate(buckets=buckets, bucket_probs=self.probs.copy())
 
-    def _carried_probs(self, saved: dict[str, Any]) -> npt.NDArray[np.float64]:
+    def _carried_probs(self, saved: DynamicState) -> npt.NDArray[np.float64]:
         """The bucket probabilities a saved state hands this phase, float64 ``(num_buckets,)``.
 
         The saved ones when they are bucket probabilities of this ``num_buckets``; uniform when
@@ -178,8 +180,8 @@ class BucketReweighter:
         ``num_buckets`` (both may change at a phase boundary): a preference over other buckets
         has no meaning here.
         """
-        probs = np.asarray(saved["probs"], dtype=np.float64)
-        if saved.get("unit", "buckets") != "buckets" or probs.shape != (self.num_buckets,):
+        probs = np.asarray(saved.probs, dtype=np.float64)
+        if saved.unit != "buckets" or probs.shape != (self.num_buckets,):
             return np.full(self.num_buckets, 1.0 / self.num_buckets)
         return probs.copy()
 
@@ -266,27 +268,22 @@ class BucketReweighter:
             buckets.append(b)
         return buckets
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resume needs, as plain numpy arrays and ints.
+    def state(self) -> BucketSoftmaxState:
+        """Everything a resume needs (:class:`~curriculum_ds.dynamic.state.BucketSoftmaxState`).
 
-        ``unit``, ``signal`` and ``reference_metric`` (with a signal other than ``"loss"``),
-        ``probs`` (float64
-        ``(B,)``), ``window`` (:meth:`RollingWindow.state_dict`),
-        ``last_loss`` and ``buckets`` (per stream, float32 / int8 ``(num_samples,)``), ``edges``
-        (float64 ``(B-1,)`` or None), ``num_recomputes``, ``phase_idx``. The sampler counters are
-        the loader's.
+        The probabilities, the window, each sample's latest signal and bucket (int8: buckets
+        ≤ 64), the last recompute's edges, the recompute count and the phase; the sampler
+        counters are the loader's. Copies.
         """
-        signal: dict[str, Any] = {}
-        if self.cfg.signal != "loss":
-            signal = {"unit": "buckets", "signal": self.cfg.signal}
-            signal["reference_metric"] = self.cfg.reference_metric
-        return {
-            **signal,
-            "phase_idx": self.phase_idx,
-            "probs": self.probs.copy(),
-            "window": self.window.state_dict(),
-            "last_loss": [a.copy() for a in self.last_loss],
-            "buckets": [b.astype(np.int8) for b in self.buckets],  # num_buckets ≤ 64
-            "edges": None if self.edges is None else self.edges.copy(),
-            "num_recomputes": self.num_recomputes,
-        }
+        signal = self.cfg.signal
+        return BucketSoftmaxState(
+            phase_idx=self.phase_idx,
+            signal=signal,
+            reference_metric=None if signal == "loss" else self.cfg.reference_metric,
+            probs=self.probs.copy(),
+            window=BucketWindowState.model_validate(self.window.state_dict()),
+            last_loss=tuple(a.copy() for a in self.last_loss),
+            buckets=tuple(b.astype(np.int8) for b in self.buckets),
+            edges=None if self.edges is None else self.edges.copy(),
+            num_recomputes=self.num_recomputes,
+        )

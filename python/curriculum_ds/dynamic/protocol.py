@@ -9,7 +9,8 @@ A re-weighting is driven by its caller (``plugin.Curriculum``) the same way what
    then :meth:`~Reweighter.maybe_recompute`, which returns an update on a recompute step;
 3. after every held-out evaluation, :meth:`~Reweighter.observe_eval` with the loss per eval
    stream (methods that steer by held-out losses read it; the others ignore it);
-4. :meth:`~Reweighter.state_dict` when a checkpoint is saved.
+4. :meth:`~Reweighter.state` when a checkpoint is saved (its typed state,
+   :mod:`curriculum_ds.dynamic.state`).
 
 Every update goes to the loader through one call, ``PhaseLoader.apply``. Everything a method
 decides must be a deterministic function of what it observed (the same all-gathered losses on
@@ -22,13 +23,14 @@ Methods are found by name through :mod:`curriculum_ds.dynamic.registry` (``dynam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
+    from curriculum_ds.dynamic.state import DynamicState
     from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 
 __all__ = ["Reweighter"]
@@ -57,8 +59,8 @@ class Reweighter(Protocol):
         """Recomputes so far in the run (the checkpoint carries it over phases)."""
         ...
 
-    def start_phase(self, view: PhaseView, saved: dict[str, Any] | None) -> MixtureUpdate:
-        """Start a phase; restore ``saved`` (a :meth:`state_dict`) when resuming.
+    def start_phase(self, view: PhaseView, saved: DynamicState | None) -> MixtureUpdate:
+        """Start a phase; restore ``saved`` (a :meth:`state`, of any method) when resuming.
 
         Returns:
             The update the phase's loader starts with (its ``record`` is None).
@@ -86,6 +88,10 @@ class Reweighter(Protocol):
         """After ``global_step`` (1-based): the update of a recompute, else None."""
         ...
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resume needs (plain ints, floats, lists and numpy arrays)."""
+    def state(self) -> DynamicState:
+        """Everything a resume needs, as the method's own state model.
+
+        One of :data:`~curriculum_ds.dynamic.state.DynamicState` (its ``to_dict`` is the saved
+        form).
+        """
         ...

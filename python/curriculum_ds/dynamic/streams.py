@@ -29,12 +29,14 @@ import numpy.typing as npt
 
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.signals import excess_losses, learnability_scores, metric_columns
+from curriculum_ds.dynamic.state import StreamSoftmaxState, StreamWindowState
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.dynamic.weights import mixture_probs
 from curriculum_ds.dynamic.window import StreamWindow
 
 if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
+    from curriculum_ds.dynamic.state import DynamicState
 
 __all__ = ["StreamReweighter"]
 
@@ -71,12 +73,12 @@ class StreamReweighter:
         ``learnability_horizon + 1`` recomputes, oldest first (NaN: no sample of it)."""
         self.num_recomputes = 0
 
-    def start_phase(self, view: PhaseView, saved: dict[str, Any] | None) -> MixtureUpdate:
+    def start_phase(self, view: PhaseView, saved: DynamicState | None) -> MixtureUpdate:
         """Reset the window for a new datamix; the weights start as the phase's proportions.
 
         Args:
             view: The new phase (stream names, proportions, metric columns).
-            saved: A :meth:`state_dict` from a checkpoint, or None. Taken inside this phase, the
+            saved: A :meth:`state` from a checkpoint, or None. Taken inside this phase, the
                 window, weights and loss history are restored exactly (the loader restores its
                 own proportions and targets); taken in an earlier phase, only the recompute
                 count carries over.
@@ -103,12 +105,12 @@ class StreamReweighter:
         self.window = StreamWindow(self.cfg.window)
         self.mean_losses = []
         if saved is not None:
-            self.num_recomputes = int(saved["num_recomputes"])
-            if saved.get("phase_idx") == view.phase_idx:
-                self.probs = np.asarray(saved["probs"], dtype=np.float64).copy()
-                self.window = StreamWindow.from_state_dict(saved["window"])
+            self.num_recomputes = saved.num_recomputes
+            if isinstance(saved, StreamSoftmaxState) and saved.phase_idx == view.phase_idx:
+                self.probs = np.asarray(saved.probs, dtype=np.float64).copy()
+                self.window = StreamWindow.from_state_dict(saved.window.to_dict())
                 self.mean_losses = [
-                    np.asarray(m, dtype=np.float64).copy() for m in saved.get("mean_losses") or []
+                    np.asarray(m, dtype=np.float64).copy() for m in saved.mean_losses
                 ]
         return MixtureUpdate()
 
@@ -177,26 +179,19 @@ class StreamReweighter:
         record.update(weights=self.probs.tolist(), scores=scores.tolist())
         return MixtureUpdate(proportions=self.probs.copy(), record=record)
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resume needs, as plain numpy arrays and ints.
+    def state(self) -> StreamSoftmaxState:
+        """Everything a resume needs (:class:`~curriculum_ds.dynamic.state.StreamSoftmaxState`).
 
-        ``unit`` (``"streams"``), ``signal``, ``reference_metric`` (None but for excess loss),
-        ``phase_idx``, ``probs`` (float64
-        ``(num_streams,)``), ``window`` (:meth:`StreamWindow.state_dict`), ``last_loss`` (empty:
-        no per-sample state), ``buckets`` and ``edges`` (None), ``num_recomputes``,
-        ``mean_losses`` (float64 ``(num_streams,)`` each). The loader keeps its own
-        proportions and targets.
+        The weights, the window, the recompute count, the phase and, for learnability, the
+        stream mean losses of the phase's last recomputes; the loader keeps its own proportions
+        and targets. Copies.
         """
-        return {
-            "unit": "streams",
-            "signal": self.cfg.signal,
-            "reference_metric": self.cfg.reference_metric,
-            "phase_idx": self.phase_idx,
-            "probs": self.probs.copy(),
-            "window": self.window.state_dict(),
-            "last_loss": [],
-            "buckets": None,
-            "edges": None,
-            "num_recomputes": self.num_recomputes,
-            "mean_losses": [m.copy() for m in self.mean_losses],
-        }
+        return StreamSoftmaxState(
+            phase_idx=self.phase_idx,
+            signal=self.cfg.signal,
+            reference_metric=self.cfg.reference_metric,
+            probs=self.probs.copy(),
+            window=StreamWindowState.model_validate(self.window.state_dict()),
+            num_recomputes=self.num_recomputes,
+            mean_losses=tuple(m.copy() for m in self.mean_losses),
+        )

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from curriculum_ds.checkpoint import engine_io
 from curriculum_ds.checkpoint.files import SavedTag
 from curriculum_ds.checkpoint.rules import ResumePlan, check_resume
-from curriculum_ds.checkpoint.state import CurriculumState, DynamicState
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.core.loader_state import LoaderState
-from curriculum_ds.dynamic import Reweighter, make_reweighter
+from curriculum_ds.dynamic import DynamicState, Reweighter, make_reweighter
 from curriculum_ds.errors import BucketingError, ResumeError, SamplingError
 from curriculum_ds.records.monitors import resume_monitors
 
@@ -81,9 +81,7 @@ class CheckpointingMixin:
             # a batch the prefetch decided early is not consumed: the counters before it
             loader=self._feed.loader_state(loader) if loader is not None else self._pending_loader,
             dynamic=(
-                None
-                if self.dynamic is None
-                else (self._pending_dynamic or self.dynamic.state_dict())
+                None if self.dynamic is None else (self._pending_dynamic or self.dynamic.state())
             ),
         )
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from curriculum_ds.checkpoint.state import DynamicState
 from curriculum_ds.config.ramps import is_ramp
 from curriculum_ds.core.loader import PhaseLoader
 from curriculum_ds.core.loader_state import LoaderState
@@ -22,7 +21,7 @@ from curriculum_ds.core.lr_schedule import LRSchedule, apply_lr, optimizer_lr
 from curriculum_ds.core.position import Position
 from curriculum_ds.core.schedule import PhaseSchedule, Progress, progress_to_str
 from curriculum_ds.distributed import Topology
-from curriculum_ds.dynamic import make_reweighter
+from curriculum_ds.dynamic import DynamicState, make_reweighter
 from curriculum_ds.errors import StepError
 from curriculum_ds.plugin.checkpointing import CheckpointingMixin
 from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
@@ -304,9 +303,7 @@ class Curriculum(CheckpointingMixin):
             num_buckets=num_buckets,
         )
         if self.dynamic is not None:
-            pending = self._pending_dynamic
-            saved_dynamic = None if pending is None else pending.to_dict()
-            loader.apply(self.dynamic.start_phase(loader.view(), saved_dynamic))
+            loader.apply(self.dynamic.start_phase(loader.view(), self._pending_dynamic))
         saved = self._pending_loader
         if saved is not None and saved.phase_idx == phase_idx:
             loader.restore(saved)

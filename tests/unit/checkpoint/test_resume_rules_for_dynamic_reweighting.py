@@ -144,11 +144,12 @@ def test_a_stream_state_resumes_under_its_unit_and_round_trips():
 def test_a_bucket_state_saved_before_units_is_buckets_and_loss():
     state = CurriculumState.from_dict(_saved(_cfg(**ON), 500))
     assert state.dynamic is not None
-    assert (state.dynamic.unit, state.dynamic.signal, state.dynamic.mean_losses) == (
+    assert (state.dynamic.unit, state.dynamic.method, state.dynamic.signal) == (
         "buckets",
+        "softmax",
         "loss",
-        [],
     )
+    assert "mean_losses" not in type(state.dynamic).model_fields  # no other unit's keys
     assert "unit" not in state.dynamic.to_dict()  # saved as it always was
 
 

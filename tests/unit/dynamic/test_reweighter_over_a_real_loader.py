@@ -306,17 +306,15 @@ def test_state_dict_restores_probs_window_and_buckets_exactly(datasets):
         dyn = BucketReweighter(_cfg(recompute_every_n_steps=4))
         loader.apply(dyn.start_phase(loader.view(), None))
         _run(dyn, loader, range(1, checkpoint_step + 1))
-        saved = pickle.loads(
-            pickle.dumps({"dynamic": dyn.state_dict(), "loader": loader.state_dict()})
-        )
+        saved = pickle.loads(pickle.dumps({"dynamic": dyn.state(), "loader": loader.state()}))
         window_at_checkpoint = dyn.window.values()
         rest = _run(dyn, loader, range(checkpoint_step + 1, 15))
 
         loader_b = PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=4)
         dyn_b = BucketReweighter(_cfg(recompute_every_n_steps=4))
         loader_b.apply(dyn_b.start_phase(loader_b.view(), saved["dynamic"]))
-        loader_b.load_state_dict(saved["loader"])
-        np.testing.assert_array_equal(dyn_b.probs, saved["dynamic"]["probs"])
+        loader_b.restore(saved["loader"])
+        np.testing.assert_array_equal(dyn_b.probs, saved["dynamic"].probs)
         np.testing.assert_array_equal(dyn_b.window.values(), window_at_checkpoint)
         rest_b = _run(dyn_b, loader_b, range(checkpoint_step + 1, 15))
         assert rest_b[0] == rest[0]
@@ -343,17 +341,17 @@ def test_state_from_an_earlier_phase_carries_only_the_probs(datasets):
     dyn = BucketReweighter(_cfg())
     loader.apply(dyn.start_phase(loader.view(), None))
     _run(dyn, loader, range(1, 7))
-    saved = dyn.state_dict()
-    assert saved["phase_idx"] == 0
-    assert not np.allclose(saved["probs"], 0.25)
+    saved = dyn.state()
+    assert saved.phase_idx == 0
+    assert not np.allclose(saved.probs, 0.25)
 
     loader_b = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
     dyn_b = BucketReweighter(_cfg())
     loader_b.apply(dyn_b.start_phase(loader_b.view(), saved))
-    np.testing.assert_array_equal(dyn_b.probs, saved["probs"])
+    np.testing.assert_array_equal(dyn_b.probs, saved.probs)
     assert len(dyn_b.window) == 0
     assert dyn_b.edges is None
-    assert dyn_b.num_recomputes == saved["num_recomputes"]
+    assert dyn_b.num_recomputes == saved.num_recomputes
     for sampler, static in zip(loader_b.samplers, dyn_b.static_buckets, strict=True):
         np.testing.assert_array_equal(sampler.counts(), np.bincount(static, minlength=4))
 
@@ -372,13 +370,13 @@ def test_a_boundary_state_of_other_weights_starts_the_buckets_uniform(datasets, 
         saved = BucketReweighter(_cfg(num_buckets=8))
         saved.start_phase(PhaseLoader(_phase(datasets), 0, seed=3, num_buckets=8).view(), None)
         saved.probs = np.linspace(1, 8, 8) / 36
-    state = saved.state_dict()
+    state = saved.state()
 
     loader_b = PhaseLoader(_phase(datasets, (0.5, 0.5)), 1, seed=3, num_buckets=4)
     dyn_b = BucketReweighter(_cfg())
     loader_b.apply(dyn_b.start_phase(loader_b.view(), state))
     np.testing.assert_array_equal(dyn_b.probs, np.full(4, 0.25))
-    assert dyn_b.num_recomputes == state["num_recomputes"]
+    assert dyn_b.num_recomputes == state.num_recomputes
     assert loader_b.next_global_batch(16).shape == (16, 2)
 
 

@@ -160,7 +160,7 @@ def _run(
     batches, records = [], []
     for step in range(1, steps + 1):
         if step == resume_at:  # a new process: both rebuilt from their saved states
-            loader_state, dynamic_state = loader.state_dict(), reweighter.state_dict()
+            loader_state, dynamic_state = loader.state_dict(), reweighter.state()
             loader.close()
             loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
             reweighter = make_reweighter(cfg)

@@ -1,5 +1,6 @@
-"""The loader and re-weighting parts of a checkpoint are typed: a malformed one is refused with
-one line naming the key, and a well-formed one reads back to the same saved dict (issue 18)."""
+"""The loader and re-weighting parts of a checkpoint are typed (``core.loader_state.LoaderState``,
+``dynamic.state``): a malformed one is refused with one line naming the key, and a well-formed one
+reads back to the same saved dict (issues 18 and 30)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from curriculum_ds.checkpoint.state import DynamicState, LoaderState
+from curriculum_ds.core.loader_state import LoaderState
+from curriculum_ds.dynamic.state import BucketSoftmaxState, parse_dynamic_state
 from curriculum_ds.errors import ResumeError
 
 LOADER: dict[str, Any] = {
@@ -37,11 +39,13 @@ def test_a_loader_state_reads_back_key_for_key(saved):
 
 
 def test_a_dynamic_state_reads_back_key_for_key():
-    again = DynamicState.from_dict(DYNAMIC).to_dict()
+    state = parse_dynamic_state(DYNAMIC)
+    assert isinstance(state, BucketSoftmaxState)  # no unit tag: the bucket unit
+    again = state.to_dict()
     assert list(again) == list(DYNAMIC)
     assert again["probs"] is DYNAMIC["probs"]  # the arrays as saved: the same bytes on re-save
-    assert DynamicState.from_dict(DYNAMIC).num_buckets == 2
-    assert DynamicState.from_dict(DYNAMIC).window_capacity == 4
+    assert state.num_buckets == 2
+    assert state.window_capacity == 4
 
 
 def _edit(saved: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -89,11 +93,13 @@ def test_a_tokens_loader_state_needs_its_token_counts():
         ("last_loss", KeyError, r"missing 'dynamic\.last_loss'"),
         ("edges", KeyError, r"missing 'dynamic\.edges'"),
         ("num_recomputes", None, r"'dynamic\.num_recomputes' has the wrong type"),
+        ("last_loss", [np.zeros((2, 2))], r"'dynamic\.last_loss\[0\]' has the wrong type"),
+        ("buckets", [np.zeros(3)], r"'dynamic\.buckets\[0\]' has the wrong type"),
     ],
 )
 def test_a_malformed_dynamic_state_names_the_key(path, value, message):
     with pytest.raises(ResumeError, match=rf"^checkpoint curriculum state: {message}"):
-        DynamicState.from_dict(_edit(DYNAMIC, path, value))
+        parse_dynamic_state(_edit(DYNAMIC, path, value))
 
 
 def test_the_saved_state_keeps_its_version_1_keys_in_order():
@@ -129,3 +135,44 @@ def test_the_resume_rules_refuse_a_malformed_loader_state_before_anything_loads(
         ResumeError, match=r"^checkpoint curriculum state: missing 'loader\.samplers'$"
     ):
         check_resume(BASE, saved)
+
+
+STREAMS: dict[str, Any] = {
+    "unit": "streams",
+    "signal": "loss",
+    "reference_metric": None,
+    "phase_idx": 0,
+    "probs": np.full(2, 0.5),
+    "window": {
+        "capacity": 4,
+        "values": np.zeros(2),
+        "streams": np.zeros(2, np.int32),
+        "num_non_finite": 0,
+    },
+    "last_loss": [],
+    "buckets": None,
+    "edges": None,
+    "num_recomputes": 1,
+}
+
+
+def test_a_stream_state_reads_back_key_for_key_and_needs_its_window_streams():
+    assert list(parse_dynamic_state(STREAMS).to_dict()) == list(STREAMS)
+    with pytest.raises(
+        ResumeError, match=r"^checkpoint curriculum state: missing 'dynamic\.window\.streams'$"
+    ):
+        parse_dynamic_state(_edit(STREAMS, "window.streams", KeyError))
+
+
+def test_a_state_of_an_unknown_unit_or_method_is_one_line():
+    with pytest.raises(
+        ResumeError,
+        match=r"^checkpoint curriculum state: 'dynamic' is a 'zz/softmax' state; .*'streams/",
+    ):
+        parse_dynamic_state({**STREAMS, "unit": "zz"})
+    with pytest.raises(ResumeError, match=r"'dynamic' is a 'streams/doremi' state"):
+        parse_dynamic_state({**STREAMS, "method": "doremi"})
+    with pytest.raises(
+        ResumeError, match=r"^checkpoint curriculum state: 'dynamic' has the wrong type \(\[1\]\)$"
+    ):
+        parse_dynamic_state([1])
