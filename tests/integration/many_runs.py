@@ -7,8 +7,8 @@ writes to the job's own stdout and stderr, and no exit-code file): the arguments
 ``curriculum_ds.train`` (its own ``--deepspeed_config``, ``--run-dir`` ...) plus, optionally,
 ``--dump-state DIR``, ``--nan-loss RANK:STEPS`` and ``--truncate-shard STEP:PATH`` of
 ``faulty_train`` (the methods it replaces are put back after the run), and for the last run
-``--kill-after-step N`` or ``--kill-during-save N`` (the SIGKILL ends the job, as it ends a
-launch of its own).
+``--kill-after-step N``, ``--kill-during-save N`` or ``--kill-during-prune N`` (the SIGKILL ends
+the job, as it ends a launch of its own).
 
 Every run is a full ``curriculum_ds.train.main`` in this process: the config check, the run-dir
 lock, ``torch.manual_seed(seed)``, a new model, ``deepspeed.initialize``, the loop and its
@@ -19,8 +19,8 @@ and its exit code to ``LOG.rank{RANK}.code``. An exception that would end a proc
 
 A launch costs the launcher plus torch/DeepSpeed imports on every rank (10-20 s on 2 CPU
 ranks); a one-step run costs a second. The first non-zero exit code of a run not marked
-``may_fail`` stops the job with it. The other faults of ``faulty_train`` (NaN losses, SIGTERM,
-a kill during pruning) outlive a run: one launch per run.
+``may_fail`` stops the job with it. The other faults of ``faulty_train`` (SIGTERM, the per-sample
+loss dump) outlive a run: one launch per run.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from curriculum_ds import train
 from curriculum_ds.checkpoint import engine_io
 from curriculum_ds.plugin import Curriculum, Step
 
-_OTHER_FAULTS = {"--kill-during-prune", "--dump-sample-losses", "--sigterm-at"}
+_OTHER_FAULTS = {"--dump-sample-losses", "--sigterm-at"}
 """The fault flags of faulty_train that this runner refuses."""
 _PATCHED = ((Step, "backward"), (Step, "finish"), (Curriculum, "save_checkpoint"))
 _PATCHED += ((Curriculum, "__next__"), (engine_io, "publish_latest"))
@@ -50,13 +50,15 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
     """One run with fds 1 and 2 sent to ``log.rank{RANK}`` (``log`` None: left as they are, the
     job's own output); returns its exit code.
 
-    ``--kill-after-step`` and ``--kill-during-save`` (SIGKILL of every rank: the job ends there)
-    are taken by the ``last`` run only.
+    ``--kill-after-step``, ``--kill-during-save`` (SIGKILL of every rank) and
+    ``--kill-during-prune`` (SIGKILL of rank 0, the launcher stops the others): the job ends
+    there, so the ``last`` run only takes them.
     """
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--dump-state", type=Path)
     p.add_argument("--kill-after-step", type=int)
     p.add_argument("--kill-during-save", type=int)
+    p.add_argument("--kill-during-prune", type=int)
     p.add_argument("--nan-loss")
     p.add_argument("--truncate-shard")
     faults, rest = p.parse_known_args(argv)
@@ -64,10 +66,12 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
     if unknown:
         raise SystemExit(f"many_runs: {unknown}: not a fault of this runner")
     kills = faults.kill_after_step, faults.kill_during_save
-    if kills != (None, None):
+    if kills != (None, None) or faults.kill_during_prune is not None:
         if not last:
             raise SystemExit("many_runs: a kill ends the job: only the last run may take one")
         faulty_train.install(*kills)
+        if faults.kill_during_prune is not None:
+            faulty_train.install_kill_during_prune(faults.kill_during_prune)
     originals = [(owner, name, getattr(owner, name)) for owner, name in _PATCHED]
     if faults.nan_loss is not None:
         faulty_train.install_nan_loss(faults.nan_loss)
