@@ -10,8 +10,10 @@ writes to the job's own stdout and stderr, and no exit-code file): the arguments
 ``--kill-after-step N``, ``--kill-during-save N`` or ``--kill-during-prune N`` (the SIGKILL ends
 the job, as it ends a launch of its own).
 
-Every run is a full ``curriculum_ds.train.main`` in this process: the config check, the run-dir
-lock, ``torch.manual_seed(seed)``, a new model, ``deepspeed.initialize``, the loop and its
+Every run runs as ``helpers.launch`` runs it, in its ds_config's folder (the current directory,
+and first on ``sys.path`` as ``python -m`` puts it: a ``--model-factory`` module of that folder
+imports), and is a full ``curriculum_ds.train.main`` in this process: the config check, the
+run-dir lock, ``torch.manual_seed(seed)``, a new model, ``deepspeed.initialize``, the loop and its
 checkpoints; the process group (gloo) is made once and kept. Each rank writes its stdout and
 stderr of a run (file descriptors 1 and 2, so DeepSpeed's C++ output too) to ``LOG.rank{RANK}``
 and its exit code to ``LOG.rank{RANK}.code``. An exception that would end a process of its own
@@ -85,6 +87,11 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         out = open(f"{log}.rank{os.environ.get('RANK', '0')}", "w", encoding="utf-8")  # noqa: SIM115
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
+    # as helpers.launch runs it: in its ds_config's folder, which `python -m` puts on sys.path
+    # (a run's --model-factory module can live there)
+    cwd, folder = Path.cwd(), str(Path(_config_of(rest)).resolve().parent)
+    os.chdir(folder)
+    sys.path.insert(0, folder)
     try:
         # a fresh warnings registry: a warning printed by an earlier run of the job is printed
         # again (Python prints a warning once per place and process), as in a launch of its own
@@ -97,6 +104,8 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         traceback.print_exc()
         return 1
     finally:
+        os.chdir(cwd)
+        sys.path.remove(folder)
         for owner, name, original in originals:
             setattr(owner, name, original)
         sys.stdout.flush()
@@ -107,6 +116,13 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         os.close(saved[1])
         if out is not None:
             out.close()
+
+
+def _config_of(argv: list[str]) -> str:
+    """The run's ``--deepspeed_config`` (the last one given)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--deepspeed_config", required=True)
+    return str(p.parse_known_args(argv)[0].deepspeed_config)
 
 
 def main() -> int:
