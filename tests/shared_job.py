@@ -47,15 +47,15 @@ Outputs = dict[Path, RunOutput]
 """A round's outputs, by run dir."""
 Builder = Callable[[Path], Generator[list["Run"], Outputs, Any]]
 
-_KILLS = ("--kill-after-step", "--kill-during-save")
+_KILLS = ("--kill-after-step", "--kill-during-save", "--kill-during-prune")
 _BUILDERS: dict[str, list[Builder]] = {}
 """The decorated generators, by the name of their module."""
 
 
 class Run(NamedTuple):
     """One run of the reference loop (``curriculum_ds.train``, or ``faulty_train``'s faults that
-    ``many_runs`` takes: ``--kill-after-step``, ``--kill-during-save``, ``--dump-state``,
-    ``--nan-loss``), as :func:`helpers.launch` would run it."""
+    ``many_runs`` takes: ``--kill-after-step``, ``--kill-during-save``, ``--kill-during-prune``,
+    ``--dump-state``, ``--nan-loss``), as :func:`helpers.launch` would run it."""
 
     ds_config: Path
     run_dir: Path

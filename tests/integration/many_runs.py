@@ -7,11 +7,13 @@ writes to the job's own stdout and stderr, and no exit-code file): the arguments
 ``curriculum_ds.train`` (its own ``--deepspeed_config``, ``--run-dir`` ...) plus, optionally,
 ``--dump-state DIR``, ``--nan-loss RANK:STEPS`` and ``--truncate-shard STEP:PATH`` of
 ``faulty_train`` (the methods it replaces are put back after the run), and for the last run
-``--kill-after-step N`` or ``--kill-during-save N`` (the SIGKILL ends the job, as it ends a
-launch of its own).
+``--kill-after-step N``, ``--kill-during-save N`` or ``--kill-during-prune N`` (the SIGKILL ends
+the job, as it ends a launch of its own).
 
-Every run is a full ``curriculum_ds.train.main`` in this process: the config check, the run-dir
-lock, ``torch.manual_seed(seed)``, a new model, ``deepspeed.initialize``, the loop and its
+Every run runs as ``helpers.launch`` runs it, in its ds_config's folder (the current directory,
+and first on ``sys.path`` as ``python -m`` puts it: a ``--model-factory`` module of that folder
+imports), and is a full ``curriculum_ds.train.main`` in this process: the config check, the
+run-dir lock, ``torch.manual_seed(seed)``, a new model, ``deepspeed.initialize``, the loop and its
 checkpoints; the process group (gloo) is made once and kept. Each rank writes its stdout and
 stderr of a run (file descriptors 1 and 2, so DeepSpeed's C++ output too) to ``LOG.rank{RANK}``
 and its exit code to ``LOG.rank{RANK}.code``. An exception that would end a process of its own
@@ -19,8 +21,8 @@ and its exit code to ``LOG.rank{RANK}.code``. An exception that would end a proc
 
 A launch costs the launcher plus torch/DeepSpeed imports on every rank (10-20 s on 2 CPU
 ranks); a one-step run costs a second. The first non-zero exit code of a run not marked
-``may_fail`` stops the job with it. The other faults of ``faulty_train`` (NaN losses, SIGTERM,
-a kill during pruning) outlive a run: one launch per run.
+``may_fail`` stops the job with it. The other faults of ``faulty_train`` (SIGTERM, the per-sample
+loss dump) outlive a run: one launch per run.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from curriculum_ds import train
 from curriculum_ds.checkpoint import engine_io
 from curriculum_ds.plugin import Curriculum, Step
 
-_OTHER_FAULTS = {"--kill-during-prune", "--dump-sample-losses", "--sigterm-at"}
+_OTHER_FAULTS = {"--dump-sample-losses", "--sigterm-at"}
 """The fault flags of faulty_train that this runner refuses."""
 _PATCHED = ((Step, "backward"), (Step, "finish"), (Curriculum, "save_checkpoint"))
 _PATCHED += ((Curriculum, "__next__"), (engine_io, "publish_latest"))
@@ -50,13 +52,15 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
     """One run with fds 1 and 2 sent to ``log.rank{RANK}`` (``log`` None: left as they are, the
     job's own output); returns its exit code.
 
-    ``--kill-after-step`` and ``--kill-during-save`` (SIGKILL of every rank: the job ends there)
-    are taken by the ``last`` run only.
+    ``--kill-after-step``, ``--kill-during-save`` (SIGKILL of every rank) and
+    ``--kill-during-prune`` (SIGKILL of rank 0, the launcher stops the others): the job ends
+    there, so the ``last`` run only takes them.
     """
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--dump-state", type=Path)
     p.add_argument("--kill-after-step", type=int)
     p.add_argument("--kill-during-save", type=int)
+    p.add_argument("--kill-during-prune", type=int)
     p.add_argument("--nan-loss")
     p.add_argument("--truncate-shard")
     faults, rest = p.parse_known_args(argv)
@@ -64,10 +68,12 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
     if unknown:
         raise SystemExit(f"many_runs: {unknown}: not a fault of this runner")
     kills = faults.kill_after_step, faults.kill_during_save
-    if kills != (None, None):
+    if kills != (None, None) or faults.kill_during_prune is not None:
         if not last:
             raise SystemExit("many_runs: a kill ends the job: only the last run may take one")
         faulty_train.install(*kills)
+        if faults.kill_during_prune is not None:
+            faulty_train.install_kill_during_prune(faults.kill_during_prune)
     originals = [(owner, name, getattr(owner, name)) for owner, name in _PATCHED]
     if faults.nan_loss is not None:
         faulty_train.install_nan_loss(faults.nan_loss)
@@ -81,6 +87,11 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         out = open(f"{log}.rank{os.environ.get('RANK', '0')}", "w", encoding="utf-8")  # noqa: SIM115
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
+    # as helpers.launch runs it: in its ds_config's folder, which `python -m` puts on sys.path
+    # (a run's --model-factory module can live there)
+    cwd, folder = Path.cwd(), str(Path(_config_of(rest)).resolve().parent)
+    os.chdir(folder)
+    sys.path.insert(0, folder)
     try:
         # a fresh warnings registry: a warning printed by an earlier run of the job is printed
         # again (Python prints a warning once per place and process), as in a launch of its own
@@ -93,6 +104,8 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         traceback.print_exc()
         return 1
     finally:
+        os.chdir(cwd)
+        sys.path.remove(folder)
         for owner, name, original in originals:
             setattr(owner, name, original)
         sys.stdout.flush()
@@ -103,6 +116,13 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         os.close(saved[1])
         if out is not None:
             out.close()
+
+
+def _config_of(argv: list[str]) -> str:
+    """The run's ``--deepspeed_config`` (the last one given)."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--deepspeed_config", required=True)
+    return str(p.parse_known_args(argv)[0].deepspeed_config)
 
 
 def main() -> int:

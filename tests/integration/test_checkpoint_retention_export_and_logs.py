@@ -10,8 +10,10 @@
 * With stdout and stderr redirected to a file: one banner, one line per ``--log-interval``, no
   progress bar, and none of our lines over 300 characters.
 
-Every run goes through tests/integration/faulty_train.py (the reference loop plus
-``--dump-state``/``--kill-during-prune``), its output redirected to a file by the shell.
+The runs are runs of the session's shared launched job (``tests/shared_job.py``: the reference
+loop plus faulty_train's ``--dump-state``/``--kill-during-prune``, many_runs.py), each rank's
+stdout and stderr redirected to a file: the full ZeRO-0 run, the ZeRO-3 run and the run killed
+while pruning in one round, the killed run's resume in the next.
 
 From issue 14, items 4 and 5, and issue 24.
 """
@@ -19,24 +21,18 @@ From issue 14, items 4 and 5, and issue 24.
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import (
-    make_dataset,
-    metrics,
-    node_launcher_command,
-    ragged_docs,
-    run_launched,
-    write_ds_config,
-)
+from helpers import make_dataset, metrics, ragged_docs, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.checkpoint.retention import TRASH_PREFIX, checkpoint_tags
 from curriculum_ds.cli import main as cli_main
-from curriculum_ds.commands.launch import build_command
 
 pytestmark = pytest.mark.distributed
 
@@ -55,44 +51,64 @@ def _curriculum(data: Path) -> dict[str, Any]:
     }
 
 
-def _run(cfg: Path, run_dir: Path, *extra: str, check: bool = True) -> tuple[int, str]:
-    """faulty_train on 2 CPU ranks, stdout and stderr redirected to run_dir.log: (rc, log)."""
-    cmd = build_command(cfg, num_gpus=2, train_args=["--run-dir", str(run_dir), *extra])
-    cmd[cmd.index("curriculum_ds.train")] = "faulty_train"
-    cmd = node_launcher_command(cmd)  # what run_launched does with a bare runner command
-    log = run_dir.with_suffix(".log")
-    shell = ["bash", "-c", 'exec "$@" > "$LOG" 2>&1', "_", *cmd]
-    proc = run_launched(["env", f"LOG={log}", *shell], cwd=cfg.parent, check=False)
-    text = log.read_text()
-    if check and proc.returncode != 0:
-        raise AssertionError(f"run failed ({proc.returncode}):\n{text[-6000:]}")
-    return proc.returncode, text
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("keep")
+@shared_runs
+def _runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
+    """Round 1: the full ZeRO-0 run, the ZeRO-3 run and the run killed while pruning; round 2:
+    the killed run's resume."""
     data = make_dataset(root, "data", ragged_docs(300, seed=4, min_len=10, max_len=40))
     zero0 = write_ds_config(root / "ds0.json", _curriculum(data))
     zero3 = write_ds_config(root / "ds3.json", _curriculum(data), zero_optimization={"stage": 3})
-    return root, zero0, zero3
+    full, zero3_run, killed = root / "full", root / "zero3", root / "killed"
+    retention = ("--save-interval", "1", "--keep-last", "2", "--log-interval", str(LOG_INTERVAL))
+    outputs = yield [
+        Run(
+            zero0,
+            full,
+            (
+                "--save-interval", "1",
+                "--keep-last", "2",
+                "--log-interval", str(LOG_INTERVAL),
+                "--export-final", str(root / "final"),
+                "--dump-state", str(root / "full_dump"),
+            ),
+        ),
+        Run(
+            zero3,
+            zero3_run,
+            (
+                "--max-steps", "3", "--save-interval", "1", "--keep-last", "1",
+                "--dump-state", str(root / "zero3_dump"),
+            ),
+        ),
+        Run(zero0, killed, (*retention, "--kill-during-prune", "4")),
+    ]  # fmt: skip
+    ckpts = killed / "checkpoints"
+    after_kill = {  # before the resume: what the kill left
+        "code": outputs[killed].returncode,
+        "latest": (ckpts / "latest").read_text(),
+        "tags": checkpoint_tags(ckpts),
+        "trash": [p.name.split("-")[1] for p in ckpts.glob(TRASH_PREFIX + "*")],
+    }
+    resumed = yield [Run(zero0, killed, (*retention, "--resume", "auto"))]
+    return {
+        "root": root,
+        "zero0": zero0,
+        "zero3": zero3,
+        "full": (full, outputs[full].output, outputs[full].job_output),
+        "zero3_log": outputs[zero3_run].output,
+        "after_kill": after_kill,
+        "resumed_log": resumed[killed].output,
+    }
+
+
+@pytest.fixture(scope="module")
+def setup(shared_job) -> dict[str, Any]:
+    return shared_job(_runs)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
 def full_run(setup):
-    root, zero0, _ = setup
-    run_dir = root / "full"
-    _, log = _run(
-        zero0,
-        run_dir,
-        "--no-progress",
-        "--save-interval", "1",
-        "--keep-last", "2",
-        "--log-interval", str(LOG_INTERVAL),
-        "--export-final", str(root / "final"),
-        "--dump-state", str(root / "full_dump"),
-    )  # fmt: skip
-    return run_dir, log
+    return setup["full"]
 
 
 def _our_lines(log: str) -> list[str]:
@@ -100,7 +116,7 @@ def _our_lines(log: str) -> list[str]:
 
 
 def test_keep_last_2_over_many_saves_leaves_two_tags_and_a_valid_latest(full_run):
-    run_dir, _ = full_run
+    run_dir, _, _ = full_run
     rows = metrics(run_dir)
     assert len(rows) >= 10  # one save per step
     ckpts = run_dir / "checkpoints"
@@ -111,7 +127,7 @@ def test_keep_last_2_over_many_saves_leaves_two_tags_and_a_valid_latest(full_run
 
 
 def test_a_log_file_gets_a_banner_and_one_line_per_interval(full_run):
-    run_dir, log = full_run
+    run_dir, log, job_output = full_run
     rows = metrics(run_dir)
     ours = _our_lines(log)
     banners = [line for line in ours if line.startswith("curriculum_ds: start |")]
@@ -130,6 +146,7 @@ def test_a_log_file_gets_a_banner_and_one_line_per_interval(full_run):
             assert part in line
     assert all(len(line) <= 300 for line in ours), max(ours, key=len)
     assert "\r" not in log  # no progress bar in a file
+    assert "\r" not in job_output  # nor in the launcher's own output
 
 
 def _assert_logits_equal(folder: Path, dump: Path) -> None:
@@ -143,21 +160,17 @@ def _assert_logits_equal(folder: Path, dump: Path) -> None:
 
 
 def test_export_final_under_zero0_loads_with_the_engines_logits(setup, full_run):
-    root, _, _ = setup
-    _, log = full_run
+    root = setup["root"]
+    _, log, _ = full_run
     assert json.loads((root / "final" / "config.json").read_text())["model_type"] == "gpt2"
     assert any(line.startswith("curriculum_ds: exported global_step") for line in log.splitlines())
     _assert_logits_equal(root / "final", root / "full_dump")
 
 
 def test_export_cli_under_zero3_loads_with_the_engines_logits(setup):
-    root, _, zero3 = setup
+    root, zero3 = setup["root"], setup["zero3"]
     run_dir = root / "zero3"
-    _, log = _run(
-        zero3, run_dir, "--max-steps", "3", "--save-interval", "1", "--keep-last", "1",
-        "--dump-state", str(root / "zero3_dump"),
-    )  # fmt: skip
-    assert "| ZeRO 3 |" in log
+    assert "| ZeRO 3 |" in setup["zero3_log"]
     ckpts = run_dir / "checkpoints"
     assert checkpoint_tags(ckpts) == ["global_step3"]
     assert list((ckpts / "global_step3").glob("zero_pp_rank_1_*optim_states.pt"))  # sharded
@@ -178,17 +191,15 @@ def test_export_cli_under_zero3_loads_with_the_engines_logits(setup):
 
 
 def test_a_kill_during_pruning_still_resumes_as_the_uninterrupted_run(setup, full_run):
-    root, zero0, _ = setup
-    run_dir = root / "killed"
-    args = ("--save-interval", "1", "--keep-last", "2", "--log-interval", str(LOG_INTERVAL))
-    code, _ = _run(zero0, run_dir, *args, "--kill-during-prune", "4", check=False)
-    assert code != 0
+    run_dir = setup["root"] / "killed"
+    after_kill = setup["after_kill"]
+    assert after_kill["code"] != 0
     ckpts = run_dir / "checkpoints"
     # killed while deleting global_step2: it is trash already, `latest` names step 4
-    assert (ckpts / "latest").read_text() == "global_step4"
-    assert checkpoint_tags(ckpts) == ["global_step3", "global_step4"]
-    assert [p.name.split("-")[1] for p in ckpts.glob(TRASH_PREFIX + "*")] == ["global_step2"]
-    _, log = _run(zero0, run_dir, *args, "--resume", "auto")
+    assert after_kill["latest"] == "global_step4"
+    assert after_kill["tags"] == ["global_step3", "global_step4"]
+    assert after_kill["trash"] == ["global_step2"]
+    log = setup["resumed_log"]
     (banner,) = [line for line in _our_lines(log) if line.startswith("curriculum_ds: start |")]
     assert banner.endswith(f"| resumed from {ckpts / 'global_step4'}")
     full = metrics(full_run[0])

@@ -8,7 +8,9 @@ One run ("B") is preempted twice and resumed with ``--resume auto`` each time:
 2. SIGTERM to the front door ``curriculum-ds launch`` (the launcher, as Kubernetes signals PID 1)
    once a step past 4 is logged: it goes to the ranks, which stop after the step in progress with
    its checkpoint, and the launcher exits 0;
-3. the last resume runs to the end.
+3. the last resume runs to the end, with the uninterrupted run A: two runs of the session's
+   shared launched job (``tests/shared_job.py``; the two preemptions before it are launches of
+   their own, made by the module's ``@shared_runs`` generator).
 
 Its sample trace, losses and re-weighting history equal the uninterrupted run A's, step for step,
 under ZeRO-2 with dynamic re-weighting and evaluations on; so do every record file and every CSV
@@ -24,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,6 @@ import pytest
 from helpers import (
     history,
     launch,
-    launch_many,
     launched_env,
     make_dataset,
     metrics,
@@ -40,6 +42,7 @@ from helpers import (
     write_ds_config,
 )
 from run_records import RESUME_REL_TOL, assert_same_records
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.records.jsonl import read_jsonl
 
@@ -92,9 +95,10 @@ def _front_door_until(cfg: Path, run: Path, min_step: int) -> tuple[int, str]:
         return proc.returncode, out
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("preemption")
+@shared_runs
+def _runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
+    """B's two preemptions (launches of their own), then A and B's last resume in the session's
+    shared job."""
     data = make_dataset(root, "d", ragged_docs(64, seed=4, max_len=46), max_seq_len=48)
     val = make_dataset(root, "v", ragged_docs(16, seed=9, max_len=46), max_seq_len=48)
     # ZeRO-2 with DeepSpeed's CSV monitor (under RUN_DIR/monitors/csv) and evaluations
@@ -115,11 +119,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "latest": (b / "checkpoints" / "latest").read_text(),
         "steps": [r["step"] for r in metrics(b)],
     }
-    # the uninterrupted run A and B's last resume share one launched job (launch_many)
-    outputs = launch_many(
-        [(cfg, a, ("--trace-samples",)), (cfg, b, ("--resume", "auto", "--trace-samples"))]
-    )
-    third = outputs[b]
+    outputs = yield [
+        Run(cfg, a, ("--trace-samples",)),
+        Run(cfg, b, ("--resume", "auto", "--trace-samples")),
+    ]
     return {
         "A": a,
         "B": b,
@@ -127,8 +130,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "after_first": after_first,
         "second": (code, out),
         "after_second": after_second,
-        "third": third,
+        "third": outputs[b],
     }
+
+
+@pytest.fixture(scope="module")
+def runs(shared_job) -> dict[str, Any]:
+    return shared_job(_runs)  # type: ignore[no-any-return]
 
 
 def test_sigterm_to_one_rank_checkpoints_the_step_and_exits_0(runs: dict[str, Any]) -> None:

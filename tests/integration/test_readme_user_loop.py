@@ -15,8 +15,10 @@ three times:
    script's checkpoint cadence left ``latest`` on the last step;
 3. the same command once more trains nothing.
 
-One ``launch_many`` job runs the reference loop on the same config and the same model
-(``--model-factory my_loop:build_model``): its ``metrics.jsonl`` equals the stopped-and-resumed
+Two runs of the session's shared launched job (``tests/shared_job.py``, after the three
+launches, which the module's ``@shared_runs`` generator makes) are the reference loop on the same
+config and the same model (``--model-factory my_loop:build_model``, imported from the config's
+folder as in a launch of its own): its ``metrics.jsonl`` equals the stopped-and-resumed
 script's row for row (losses to 1e-6); and the reference loop on a model in nanoGPT's
 convention (``--model-factory nanogpt_model:build``, tests/integration/nanogpt_model.py).
 
@@ -28,19 +30,20 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import (
     REPO,
-    launch_many,
     make_dataset,
     metrics,
     ragged_docs,
     two_phase_curriculum,
     write_ds_config,
 )
+from shared_job import Outputs, Run, shared_runs
 from userloop_launch import front_door, processes_running
 
 from curriculum_ds.config import load_config
@@ -68,9 +71,10 @@ def documented_script() -> str:
     return match.group(1) + "\n"
 
 
-@pytest.fixture(scope="module")
-def readme_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("readme_loop")
+@shared_runs
+def _runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
+    """The script's three launches through the front door (launches of their own), then the
+    reference loop on its model and on a nanoGPT one in the session's shared job."""
     script = root / "my_loop.py"
     script.write_text(documented_script())
     short = make_dataset(root, "short", ragged_docs(200, seed=1, min_len=10, max_len=40))
@@ -94,12 +98,11 @@ def readme_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     rows = metrics(run)
     again = front_door(script, cfg, *args)
     reference, nanogpt = root / "reference", root / "nanogpt"
-    outputs = launch_many(
-        [
-            (cfg, reference, ("--model-factory", "my_loop:build_model")),
-            (cfg, nanogpt, ("--model-factory", "nanogpt_model:build")),
-        ]
-    )
+    # my_loop imports from the config's folder, as it would in a launch of its own (many_runs.py)
+    outputs = yield [
+        Run(cfg, reference, ("--model-factory", "my_loop:build_model")),
+        Run(cfg, nanogpt, ("--model-factory", "nanogpt_model:build")),
+    ]
     return {
         "root": root,
         "cfg": cfg,
@@ -111,6 +114,11 @@ def readme_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "reference": metrics(reference),
         "nanogpt": (metrics(nanogpt), outputs[nanogpt]),
     }
+
+
+@pytest.fixture(scope="module")
+def readme_run(shared_job) -> dict[str, Any]:
+    return shared_job(_runs)  # type: ignore[no-any-return]
 
 
 def expected_step_tokens(cfg: Path, num_steps: int) -> list[tuple[str, int]]:

@@ -14,6 +14,11 @@ must start from the same parameters, draw the same global batch and change the p
 same update ``params_after - params_before`` to 1e-6 relative (``||Δ_user - Δ_ref|| /
 ||Δ_ref||``).
 
+The reference loop's two steps (ZeRO 0 and 3) are runs of the session's shared launched job
+(``tests/shared_job.py``); the user loop's three steps (ZeRO 0, ZeRO 3, ZeRO 3 with its own
+token losses) run one after the other in ONE launch of the script (``--also``), each on a new
+model and a new ``initialize``.
+
 From issue 10.
 """
 
@@ -23,13 +28,14 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from helpers import REPO, launch_many, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from helpers import REPO, make_dataset, metrics, ragged_docs, trace, write_ds_config
+from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.commands.launch import build_command, launcher_env
 from curriculum_ds.config import load_config
@@ -97,40 +103,44 @@ def _launch_user_loop(cfg: Path, out: Path, *extra: str) -> subprocess.Completed
     return proc
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("user_loop_data")
+STAGES = (0, 3)
+VARIANTS = ((0, "logits"), (3, "logits"), (3, "token-losses"))
+"""The user loop's steps (ZeRO stage, loss), all in one launch."""
+
+
+def _data(root: Path) -> Path:
     # 5..60 bytes + EOS in 64-token rows: micro-batches of 2 are right-padded
     return make_dataset(
         root, "ragged", ragged_docs(64, seed=3, min_len=5, max_len=60), max_seq_len=MAX_SEQ_LEN
     )
 
 
-@pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("user_loop")
+@shared_runs
+def _reference_runs(root: Path) -> Generator[list[Run], Outputs, Path]:
+    """The reference loop's one step under ZeRO 0 and 3 (the session's shared job)."""
+    data = _data(root)
+    runs = []
+    for stage in STAGES:
+        run_dir = root / f"reference_zero{stage}"
+        args = ("--max-steps", "1", "--trace-samples", "--dump-state", str(run_dir / "state"))
+        runs.append(Run(_config(root, data, stage), run_dir, args))
+    yield runs
+    return root
 
 
 @pytest.fixture(scope="module")
-def reference(data, root) -> Callable[[int], dict[str, Any]]:
-    """Per ZeRO stage, the reference loop's one step (ZeRO 0 and 3 launched on first use, in one
-    launched job: ``helpers.launch_many``)."""
+def root(shared_job) -> Path:
+    return shared_job(_reference_runs)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def reference(root) -> Callable[[int], dict[str, Any]]:
+    """Per ZeRO stage, the reference loop's one step (read from the shared job's runs)."""
     cache: dict[int, dict[str, Any]] = {}
-    stages = (0, 3)
-
-    def launch_all() -> None:
-        runs = []
-        for stage in stages:
-            run_dir = root / f"reference_zero{stage}"
-            args = ("--max-steps", "1", "--trace-samples", "--dump-state", str(run_dir / "state"))
-            runs.append((_config(root, data, stage), run_dir, args))
-        launch_many(runs)
 
     def get(stage: int) -> dict[str, Any]:
-        if not cache:
-            launch_all()
         if stage not in cache:
-            cfg = _config(root, data, stage)
+            cfg = root / f"ds_zero{stage}.json"
             run_dir = root / f"reference_zero{stage}"
             run = load_config(cfg)
             torch.manual_seed(run.curriculum.seed)  # as curriculum_ds.train does
@@ -155,12 +165,29 @@ def reference(data, root) -> Callable[[int], dict[str, Any]]:
     return get
 
 
+@pytest.fixture(scope="module")
+def user_loops(root) -> Path:
+    """Every variant of the user loop, one launch: ``root/user_zero{stage}_{loss}``."""
+    (stage, loss), *more = VARIANTS
+    extra = []
+    for more_stage, more_loss in more:
+        cfg, out = root / f"ds_zero{more_stage}.json", _out(root, more_stage, more_loss)
+        extra += ["--also", f"{cfg},{out},{more_loss}"]
+    _launch_user_loop(
+        root / f"ds_zero{stage}.json", _out(root, stage, loss), "--loss", loss, *extra
+    )
+    return root
+
+
+def _out(root: Path, stage: int, loss: str) -> Path:
+    return root / f"user_zero{stage}_{loss}"
+
+
 def _check_same_update(
     reference: Callable[[int], dict[str, Any]], root: Path, stage: int, loss: str
 ) -> None:
     ref = reference(stage)
-    out = root / f"user_zero{stage}_{loss}"
-    _launch_user_loop(ref["cfg"], out, "--loss", loss)
+    out = _out(root, stage, loss)
 
     user_init = _flat(torch.load(out / "init.pt"))
     user_update = _flat(torch.load(out / "after.pt")) - user_init
@@ -188,11 +215,11 @@ def _check_same_update(
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("stage", [0, 3])
-def test_user_loop_on_public_api_makes_the_reference_update(reference, root, stage):
-    _check_same_update(reference, root, stage, "logits")
+def test_user_loop_on_public_api_makes_the_reference_update(reference, user_loops, stage):
+    _check_same_update(reference, user_loops, stage, "logits")
 
 
 @pytest.mark.distributed
-def test_user_token_losses_make_the_reference_update_under_zero3(reference, root):
+def test_user_token_losses_make_the_reference_update_under_zero3(reference, user_loops):
     """The same step with the user's own per-token cross-entropy (``backward_token_losses``)."""
-    _check_same_update(reference, root, 3, "token-losses")
+    _check_same_update(reference, user_loops, 3, "token-losses")

@@ -1,7 +1,9 @@
 """A user's own training loop on the public API, one optimizer step, with a parameter dump.
 
 Launched by ``test_user_loop_same_update.py`` as a script under the deepspeed launcher
-(``deepspeed --num_gpus 2 user_loop_one_step.py --deepspeed_config X --out DIR``). It uses only
+(``deepspeed --num_gpus 2 user_loop_one_step.py --deepspeed_config X --out DIR``); each
+``--also CONFIG,DIR,LOSS`` is one more such step after it, in the same processes (a new model and
+``initialize`` each, as a launch of its own makes them: one launch for every variant). It uses only
 what a user of the plugin would: ``curriculum_ds.initialize``, ``for step in curriculum``,
 ``step.backward`` (or ``step.backward_token_losses`` with a loss computed here) and
 ``step.finish``. The model is built as the reference loop builds it (``torch.manual_seed(seed)``
@@ -34,6 +36,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="logits",
         help="step.backward(logits) or step.backward_token_losses(our own cross-entropy)",
     )
+    p.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="CONFIG,DIR,LOSS",
+        help="one more step after the first: its ds_config, --out and --loss",
+    )
     p.add_argument("--local_rank", type=int, default=None)  # appended by the launcher
     return p.parse_args(argv)
 
@@ -54,6 +63,15 @@ def dump_params(engine: Any, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    one_step(args.deepspeed_config, args.out, args.loss)
+    for also in args.also:
+        config, out, loss = also.split(",")
+        one_step(Path(config), Path(out), loss)
+    return 0
+
+
+def one_step(deepspeed_config: Path, out_dir: Path, loss: str) -> None:
+    """One optimizer step of a new model on ``deepspeed_config``; its dumps under ``out_dir``."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -63,20 +81,20 @@ def main(argv: list[str] | None = None) -> int:
     from curriculum_ds.plugin import load_run_config
     from curriculum_ds.train import build_model
 
-    run = load_run_config(args.deepspeed_config)
+    run = load_run_config(deepspeed_config)
     cfg = run.curriculum
     torch.manual_seed(cfg.seed)  # the reference loop's model init
     model = build_model(None, cfg, max(p.train_loader.max_seq_len for p in cfg.schedule))
     engine, curriculum = cds.initialize(model=model, config=run)
-    args.out.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     rank = dist.get_rank()
-    dump_params(engine, args.out / "init.pt")
+    dump_params(engine, out_dir / "init.pt")
 
     for step in curriculum:
         shapes = []
         for mb in step.micro_batches:
             out = engine(mb.input_ids, attention_mask=mb.attention_mask)
-            if args.loss == "logits":
+            if loss == "logits":
                 step.backward(out, mb)
             else:
                 # our own per-token cross-entropy: position t predicts token t+1
@@ -97,15 +115,14 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
         record = step.finish()
-        (args.out / f"rank{rank}.json").write_text(json.dumps(shapes))
+        (out_dir / f"rank{rank}.json").write_text(json.dumps(shapes))
         if rank == 0:
-            (args.out / "record.json").write_text(
+            (out_dir / "record.json").write_text(
                 json.dumps({"record": record, "trace": step.trace_record()})
             )
         break  # one optimizer step
-    dump_params(engine, args.out / "after.pt")
+    dump_params(engine, out_dir / "after.pt")
     curriculum.close()
-    return 0
 
 
 if __name__ == "__main__":
