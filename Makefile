@@ -39,7 +39,20 @@ $(VENV)/.native: $(VENV)/.deps $(RUST_SOURCES)
 	editable" env VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release
 	@touch $@
 
-setup: $(VENV)/.native
+# DeepSpeed's CPU ops (fused Adam, the CPU accelerator's shared-memory all-reduce) are JIT-built
+# on first use into this environment's own folder (curriculum_ds.distributed.torch_extensions_dir):
+# built here once (~2 min on 2 cores), not by the first run or test that needs them. Skipped with
+# CUDA (a GPU machine builds its own ops on first use).
+DS_OPS_PY := import os, torch; from curriculum_ds.distributed import set_deepspeed_env; \
+	cuda = torch.cuda.is_available(); set_deepspeed_env(os.environ, cuda=cuda); \
+	from deepspeed.accelerator import get_accelerator; \
+	[get_accelerator().create_op_builder(n).load() for n in ("FusedAdamBuilder", "ShareMemCommBuilder") if not cuda]
+$(VENV)/.ds_ops: $(VENV)/.native
+	@$(STEP) "setup: building DeepSpeed's CPU ops once (fused Adam, shared-memory all-reduce; \
+	about 2 minutes the first time)" $(PY) -c '$(DS_OPS_PY)'
+	@touch $@
+
+setup: $(VENV)/.native $(VENV)/.ds_ops
 
 demo: setup
 	$(VENV)/bin/curriculum-ds demo
