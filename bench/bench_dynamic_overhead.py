@@ -59,10 +59,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------------------------- data
-def build_data(out: Path) -> Path:
+def build_data(out: Path, max_docs: int | None = None) -> Path:
     """The demo's datamixes (``train/`` and ``val/``: ``docstrings``, ``code``), reused when
-    already prepared."""
-    return build_demo_data(out)
+    already prepared; ``max_docs``: a cut of at most that many documents per mix (a smoke run),
+    in ``out/max-docs-N`` so that a full run in the same ``out`` never reuses it."""
+    if max_docs is None:
+        return build_demo_data(out)
+    return build_demo_data(out / f"max-docs-{max_docs}", max_docs=max_docs)
 
 
 def write_config(out: Path, data_dir: Path, *, max_duration: int, dynamic: bool) -> Path:
@@ -382,6 +385,12 @@ def main() -> None:
     )
     parser.add_argument("--skip-runs", action="store_true", help="only the in-process timing")
     parser.add_argument(
+        "--max-docs",
+        type=int,
+        default=None,
+        help="documents per mix of the demo's corpus (a smoke run; default: the whole corpus)",
+    )
+    parser.add_argument(
         "--units",
         action="store_true",
         help="also time each dynamic.unit x signal side by side against buckets/loss (issue 20)",
@@ -402,7 +411,7 @@ def main() -> None:
     else:
         out = args.out.resolve()
         out.mkdir(parents=True, exist_ok=True)
-    data_dir = build_data(out)
+    data_dir = build_data(out, args.max_docs)
     configs = {
         flag: write_config(out, data_dir, max_duration=args.max_duration, dynamic=flag)
         for flag in (False, True)

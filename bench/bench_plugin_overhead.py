@@ -519,7 +519,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps of each loop first")
     parser.add_argument(
-        "--quick", action="store_true", help="a smoke run: 10 steps in blocks of 5, 2 warm-up"
+        "--quick", action="store_true", help="a smoke run: one block of 5 steps, 1 warm-up"
     )
     parser.add_argument(
         "--num-gpus", type=int, default=1, help="ranks; > 1 runs under the deepspeed launcher"
@@ -563,7 +563,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--local_rank", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
-        args.steps, args.block, args.warmup = 10, 5, 2
+        args.steps, args.block, args.warmup = 5, 5, 1
     if args.block < 1 or args.steps < args.block:
         parser.error(f"need 1 <= --block <= --steps, got {args.block} and {args.steps}")
     return args

@@ -16,8 +16,8 @@
 # then a summary: one line per step (PASS / FAIL / SKIP with the reason, seconds, key figure).
 #
 # Without CUDA, or with --dry-run, it is a CPU dry run: every step that can run on CPU runs at its
-# smallest size (a short demo on 1 CPU rank, the in-process part of the dynamic benchmark on the
-# demo's data, the kernels at 1e4 without the fixed-size cases); the CUDA-only steps (token_loss on
+# smallest size (the in-process part of the dynamic benchmark on the demo's data cut to 40
+# documents per mix, the kernels at 1e4 without the fixed-size cases); the CUDA-only steps (token_loss on
 # NCCL, prefetch against the pinned-memory StreamingDataLoader) are skipped and say so. The test suite
 # runs the dry run (tests/integration/test_gpu_check_dry_run.py).
 # Exit code: 0 when no step failed, 1 otherwise.
@@ -42,7 +42,11 @@ OUT="${OUT:-$(mktemp -d -t gpu_check.XXXXXX)}"
 mkdir -p "$OUT"
 export PYTHONPATH="$REPO/python${PYTHONPATH:+:$PYTHONPATH}"
 
-GPUS="$("$PYTHON" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)"
+if [[ "$DRY" -eq 1 ]]; then
+  GPUS=0  # the dry run is CPU-only whatever the machine has: torch is not asked (~3 s)
+else
+  GPUS="$("$PYTHON" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>/dev/null || echo 0)"
+fi
 if [[ "$GPUS" -eq 0 && "$DRY" -eq 0 ]]; then
   echo "gpu_check: no CUDA device visible: running the CPU dry run"
   DRY=1
@@ -92,7 +96,7 @@ if [[ "$DRY" -eq 1 ]]; then
   skip_step token_loss "needs CUDA: bf16/fp16 on NCCL ranks (on CPU the suite runs bf16; DeepSpeed's CPU accelerator refuses fp16)"
   run_step dynamic 240 "machinery per step" \
     "$PYTHON" "$REPO/bench/bench_dynamic_overhead.py" --out "$OUT/demo" --skip-runs \
-    --machinery-steps 10
+    --machinery-steps 10 --max-docs 40
   run_step kernels 120 "RollingWindow edges.*numpy" \
     "$PYTHON" -m curriculum_ds.cli bench --sizes 1e4 --repeats 1 --no-extras
   skip_step prefetch "needs CUDA: pinned memory and an accelerator to hide the reads behind (on CPU: bench/bench_prefetch.py, tested by test_bench_prefetch)"

@@ -273,6 +273,24 @@ def node_launcher_command(cmd: list[str]) -> list[str]:
     ]
 
 
+def world_of_one_command(cmd: list[str]) -> list[str]:
+    """The product's ``deepspeed --num_gpus 1`` runner command as one plain Python process.
+
+    ``deepspeed --num_gpus 1 --master_port P --module TARGET ARGS`` becomes ``python -u -m
+    TARGET ARGS``: the rank itself, without the runner and the node launcher (each imports
+    DeepSpeed, ~3 s, and the node launcher polls its rank every second). The process takes the
+    rendezvous of a world of one (``curriculum_ds.distributed.prepare_environment``), as
+    :func:`run_train_module` and ``launch_many(launcher=False)`` run it. For tests whose subject
+    is not the ranks (``curriculum-ds ablate``'s bookkeeping); the runner and the node launcher
+    are exercised by the tests of ``curriculum-ds launch`` and by every launched test.
+    """
+    assert Path(cmd[0]).name == "deepspeed", cmd
+    args = list(cmd[1:])
+    assert args[args.index("--num_gpus") + 1] == "1", f"not a world of one: {cmd}"
+    rest = args[args.index("--master_port") + 2 :]
+    return [sys.executable, "-u", *(["-m", *rest[1:]] if rest[:1] == ["--module"] else rest)]
+
+
 def run_launched(
     cmd: list[str], *, cwd: Path, timeout: int = 600, check: bool = True
 ) -> subprocess.CompletedProcess[str]:
@@ -383,13 +401,14 @@ def recompute(dynamic: Any, global_step: int, loader: Any) -> dict[str, Any] | N
     return update.record  # type: ignore[no-any-return]
 
 
-def tiny_experiment(root: Path, *, total: int = 2000) -> Path:
+def tiny_experiment(root: Path, *, total: int = 2000, micro_batch_size: int = 2) -> Path:
     """A 2-arm × 2-seed ``curriculum-ds ablate`` experiment on tiny byte-level data in ``root``.
 
     Arms: ``mixed`` (the reference: one phase, streams ``a``/``b`` at 0.5/0.5) and ``phases``
     (``a`` alone for the first 40% of the tokens, then the same mix); both ``total`` tokens, with
-    held-out streams ``val_a`` and ``val_b`` (12 samples each). Returns ``root/experiment.json``
-    (its ``base`` is ``root/base.json``). The data is built once per ``root``.
+    held-out streams ``val_a`` and ``val_b`` (12 samples each), ``micro_batch_size`` samples per
+    micro-batch (GAS 2). Returns ``root/experiment.json`` (its ``base`` is ``root/base.json``).
+    The data is built once per ``root``.
     """
     if not (root / "a").is_dir():
         make_dataset(root, "a", ragged_docs(160, seed=11, min_len=10, max_len=40))
@@ -411,7 +430,7 @@ def tiny_experiment(root: Path, *, total: int = 2000) -> Path:
             "max_samples": 12,
         },
     }
-    write_ds_config(root / "base.json", curriculum)
+    write_ds_config(root / "base.json", curriculum, train_micro_batch_size_per_gpu=micro_batch_size)
     first = total * 2 // 5
     a_only = {"streams": [{"local": str(root / "a")}], "max_seq_len": 64}
     phases = [

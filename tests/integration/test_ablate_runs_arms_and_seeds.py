@@ -1,10 +1,10 @@
-"""``curriculum-ds ablate`` on 2 CPU ranks: a tiny ablation, 2 arms × 2 seeds (issue 19).
+"""``curriculum-ds ablate``: a tiny ablation, 2 arms × 2 seeds, each run a world of one (issue 19).
 
 One module fixture runs the whole story once (5 launches of the reference loop, one of them
 also running the uninterrupted twin):
 
-1. the first invocation launches ``mixed`` seed 1 to its end, then ``phases`` seed 1, whose ranks
-   are SIGKILLed after step 5 (``faulty_train --kill-after-step 5``, injected by ablate's
+1. the first invocation launches ``mixed`` seed 1 to its end, then ``phases`` seed 1, whose rank
+   is SIGKILLed after step 5 (``faulty_train --kill-after-step 5``, injected by ablate's
    command hook; its ``latest`` checkpoint is step 4): ablate stops with one line naming it;
 2. the second invocation resumes that run from its checkpoint and runs the other two;
 3. a third invocation runs nothing, after ``phases`` seed 1's ``result.json`` was emptied (it is
@@ -12,9 +12,12 @@ also running the uninterrupted twin):
 4. the killed run's config is run once more, uninterrupted, in a run directory of its own: in the
    second invocation's launched job of ``mixed`` seed 2, before that run (``many_runs``).
 
-Every launch starts DeepSpeed's node launcher directly (``helpers.node_launcher_command``, the
-command hooks): the ``deepspeed`` runner only execs it, and is exercised by the tests of
-``curriculum-ds launch``.
+ablate runs every run with ``num_gpus=1``, and the command hooks start the one rank as a plain
+Python process (``helpers.world_of_one_command``: ``python -u -m curriculum_ds.train ...``, a
+world of one), without DeepSpeed's runner and node launcher: the subject here is ablate's
+bookkeeping (its runs, kill, resume, results, summary and table), not the ranks; those
+launchers are exercised by the tests of ``curriculum-ds launch`` and by every launched test, and
+a resume on 2 ranks equal to the uninterrupted run by test_kill_and_resume_reproduce_the_run.
 
 The tests assert on what these left behind: ``summary.json`` equals a recomputation from
 ``results.jsonl`` with numpy/scipy to 1e-9, the third invocation launched nothing and took
@@ -34,9 +37,9 @@ import pytest
 from click.testing import CliRunner
 from helpers import (
     launched_env,
-    node_launcher_command,
     tiny_experiment,
     unlink_stale_shared_memory,
+    world_of_one_command,
 )
 from scipy import stats
 
@@ -55,21 +58,21 @@ KILL_AFTER = 5
 def _kill_phases_seed_1(arm: str, seed: int, cmd: list[str]) -> list[str]:
     unlink_stale_shared_memory()  # what an earlier killed job left would collide
     if (arm, seed) != ("phases", 1):
-        return node_launcher_command(cmd)
+        return world_of_one_command(cmd)
     cmd = list(cmd)
     cmd[cmd.index("curriculum_ds.train")] = "faulty_train"  # the tests' wrapper of the loop
-    return node_launcher_command([*cmd, "--kill-after-step", str(KILL_AFTER)])
+    return world_of_one_command([*cmd, "--kill-after-step", str(KILL_AFTER)])
 
 
 def _second_invocation(twin: Path, twin_config: Path) -> CommandHook:
-    """The second invocation's hook: ``mixed`` seed 2 runs in a launched job that first runs the
+    """The second invocation's hook: ``mixed`` seed 2 runs in a process that first runs the
     uninterrupted twin of ``phases`` seed 1 (``many_runs``: the twin's output in ``twin.log.*``,
     then ablate's run with its own argv and output), saving the twin a launch of its own."""
 
     def hook(arm: str, seed: int, cmd: list[str]) -> list[str]:
         unlink_stale_shared_memory()
         if (arm, seed) != ("mixed", 2):
-            return node_launcher_command(cmd)
+            return world_of_one_command(cmd)
         at = cmd.index("curriculum_ds.train")
         twin_argv = ["--deepspeed_config", str(twin_config), "--run-dir", str(twin)]
         spec = twin.parent / "many_runs_twin.json"
@@ -82,7 +85,7 @@ def _second_invocation(twin: Path, twin_config: Path) -> CommandHook:
             {"argv": cmd[at + 1 :], "log": None, "may_fail": False},
         ]
         spec.write_text(json.dumps(runs, indent=1))
-        return node_launcher_command([*cmd[:at], "many_runs", "--runs", str(spec)])
+        return world_of_one_command([*cmd[:at], "many_runs", "--runs", str(spec)])
 
     return hook
 
@@ -90,24 +93,25 @@ def _second_invocation(twin: Path, twin_config: Path) -> CommandHook:
 @pytest.fixture(scope="module")
 def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("ablate")
-    experiment = tiny_experiment(root / "data")
+    # micro-batches of 4 on one rank: the global batch of 2 ranks × 2, the same steps
+    experiment = tiny_experiment(root / "data", micro_batch_size=4)
     out = root / "out"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PYTHONPATH", launched_env()["PYTHONPATH"])  # faulty_train and this checkout
         with pytest.raises(CurriculumError) as killed:
-            ablate(experiment, out, num_gpus=2, save_interval=2, command_hook=_kill_phases_seed_1)
+            ablate(experiment, out, num_gpus=1, save_interval=2, command_hook=_kill_phases_seed_1)
         latest = (out / "runs/phases/seed-1/checkpoints/latest").read_text().strip()
         twin = root / "twin"
         hook = _second_invocation(twin, out / "runs/phases/seed-1/ds_config.json")
-        second = ablate(experiment, out, num_gpus=2, save_interval=2, command_hook=hook)
+        second = ablate(experiment, out, num_gpus=1, save_interval=2, command_hook=hook)
         result_json = out / "runs/phases/seed-1/result.json"
         result_kept = result_json.read_text()
         result_json.write_text("")  # what a kill mid-write left before writes were atomic
         start = time.perf_counter()
         third = CliRunner().invoke(main, ["ablate", str(experiment), "--out", str(out)])
         third_s = time.perf_counter() - start
-    codes = [(root / f"twin.log.rank{r}.code").read_text() for r in range(2)]
-    assert codes == ["0", "0"], [(root / f"twin.log.rank{r}").read_text()[-3000:] for r in range(2)]
+    code = (root / "twin.log.rank0.code").read_text()  # the world of one's one rank
+    assert code == "0", (root / "twin.log.rank0").read_text()[-3000:]
     return {
         "out": out,
         "killed": str(killed.value),

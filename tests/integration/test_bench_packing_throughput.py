@@ -30,7 +30,7 @@ def test_bench_packing_throughput_runs_and_reports_both_layouts(tmp_path):
             "--block",
             "1",
             "--max-docs",
-            "300",
+            "100",
             "--json",
             str(figures),
         ],
