@@ -148,9 +148,9 @@ def _check_dynamic_unchanged(
 ) -> None:
     """Inside a phase the re-weighting state continues, so its shape may not change.
 
-    ``enabled``, ``unit``, ``signal``, ``num_buckets`` and ``window`` fix the sampler's buckets,
-    the stream weights and the rolling window that the checkpoint restores; they may change from
-    the next phase on.
+    ``enabled``, ``method``, ``unit``, ``signal``, ``num_buckets`` and ``window`` fix the
+    sampler's buckets, the stream weights and the rolling window that the checkpoint restores;
+    they may change from the next phase on.
     """
     where = f"the checkpoint is inside phase {phase_idx} ({json.dumps(phase_name)})"
     was_on = saved_dynamic is not None
@@ -163,6 +163,7 @@ def _check_dynamic_unchanged(
         return
     dynamic = cfg.dynamic
     for field, saved_value, value in (
+        ("method", saved_dynamic.method, dynamic.method),
         ("unit", saved_dynamic.unit, dynamic.unit),
         ("signal", saved_dynamic.signal, dynamic.signal),
         # the window's excess losses were taken against this column (None: not recorded)

@@ -293,7 +293,7 @@ class CurriculumConfig(_Model):
     def _check_stream_floor(self) -> None:
         """``dynamic.unit: "streams"``: ``floor × streams ≤ 1`` in every phase."""
         dynamic = self.dynamic
-        if not dynamic.enabled or dynamic.unit != "streams":
+        if not dynamic.enabled or dynamic.unit != "streams" or dynamic.method != "softmax":
             return
         for i, phase in enumerate(self.schedule):
             num_streams = len(phase.train_loader.streams)

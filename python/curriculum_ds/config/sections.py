@@ -9,6 +9,7 @@ file.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -23,6 +24,16 @@ from curriculum_ds.config.base import (
     _unique_names,
 )
 from curriculum_ds.config.messages import custom_error, show_value
+from curriculum_ds.config.mixers import (
+    METHODS,
+    ADOConfig,
+    AioliConfig,
+    DoReMiConfig,
+    FileMixConfig,
+    MethodConfig,
+    ODMConfig,
+    SkillitConfig,
+)
 from curriculum_ds.data.metrics import METRIC_COLUMNS
 
 __all__ = ["DynamicConfig", "EvalConfig", "EvalStreamConfig", "LRScheduleConfig"]
@@ -38,9 +49,12 @@ class DynamicConfig(_Model):
 
     enabled: bool = False
     """Turn dynamic re-weighting on (off: sample the datamix by its proportions only)."""
-    method: Literal["softmax"] = "softmax"
-    """The re-weighting rule, by name (:mod:`curriculum_ds.dynamic.registry`): ``"softmax"``,
-    ``floor + (1 - K·floor)·softmax(score / temperature)`` over buckets or streams."""
+    method: str = "softmax"
+    """The re-weighting rule, by name (:mod:`curriculum_ds.dynamic.registry`): ``"softmax"``
+    (``floor + (1 - K·floor)·softmax(score / temperature)`` over buckets or streams), or a
+    published method over ``unit: "streams"``: ``"doremi"``, ``"odm"``, ``"ado"``, ``"aioli"``,
+    ``"skillit"``, or ``"file"`` (an operator's weights file); each reads its own section below
+    (:mod:`curriculum_ds.config.mixers`)."""
     unit: Literal["buckets", "streams"] = "buckets"
     """What the weights are over: ``"buckets"`` (percentile buckets of the signal inside each
     stream of the phase; the stream mix stays the phase's proportions) or ``"streams"`` (the
@@ -74,6 +88,83 @@ class DynamicConfig(_Model):
     (``unit: "buckets"``)."""
     score: Literal["loss"] = "loss"
     """Kept for configs written before ``signal`` existed; only ``"loss"``."""
+    doremi: DoReMiConfig | None = None
+    """``method: "doremi"``'s keys (absent: its defaults)."""
+    odm: ODMConfig | None = None
+    """``method: "odm"``'s keys (absent: its defaults)."""
+    ado: ADOConfig | None = None
+    """``method: "ado"``'s keys (absent: its defaults)."""
+    aioli: AioliConfig | None = None
+    """``method: "aioli"``'s keys (absent: its defaults)."""
+    skillit: SkillitConfig | None = None
+    """``method: "skillit"``'s keys (absent: its defaults)."""
+    file: FileMixConfig | None = None
+    """``method: "file"``'s keys."""
+
+    @property
+    def method_config(self) -> MethodConfig | None:
+        """The section ``method`` reads (its defaults when absent); None for ``softmax``."""
+        model = METHODS[self.method]
+        if model is None:
+            return None
+        section: MethodConfig | None = getattr(self, self.method)
+        return model() if section is None else section
+
+    @model_validator(mode="before")
+    @classmethod
+    def _doremi_signal(cls, data: Any) -> Any:
+        """DoReMi's score is the excess loss: ``signal`` defaults to ``"excess_loss"`` for it."""
+        if isinstance(data, dict) and data.get("method") == "doremi" and "signal" not in data:
+            return {**data, "signal": "excess_loss"}
+        return data
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        if value not in METHODS:
+            close = difflib.get_close_matches(value, list(METHODS), n=1, cutoff=0.5)
+            hint = f'did you mean "{close[0]}"?' if close else "one of " + ", ".join(METHODS)
+            raise custom_error(f"unknown method {show_value(value)} ({hint})")
+        return value
+
+    @model_validator(mode="after")
+    def _check_method(self) -> DynamicConfig:
+        for name in METHODS:
+            if name != "softmax" and name != self.method and getattr(self, name) is not None:
+                raise custom_error(
+                    f'the keys of method "{name}", but method is "{self.method}"; remove them',
+                    (name,),
+                )
+        if self.method == "softmax":
+            return self
+        if self.unit != "streams":
+            raise custom_error(
+                f'method "{self.method}" re-weights streams: it needs unit "streams", not '
+                f'"{self.unit}"',
+                ("unit",),
+            )
+        for key in ("temperature", "floor"):
+            if key in self.model_fields_set:
+                raise custom_error(
+                    f'applies only to method "softmax", not "{self.method}"; remove it', (key,)
+                )
+        if self.method == "doremi":
+            if self.signal != "excess_loss":
+                raise custom_error(
+                    f'method "doremi" scores the excess loss over reference_metric, not signal '
+                    f'"{self.signal}"; remove signal',
+                    ("signal",),
+                )
+        elif self.signal != "loss":
+            raise custom_error(
+                f'applies only to methods "softmax" and "doremi", not "{self.method}"; remove it',
+                ("signal",),
+            )
+        if self.method == "file" and (self.file is None or self.file.path is None):
+            raise custom_error(
+                'method "file" needs the weights file: "file": {"path": "mix.json"}', ("file",)
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_unit_and_signal(self) -> DynamicConfig:

@@ -196,6 +196,8 @@ class HistoryRow(TypedDict):
     """Its phase index."""
     phase_name: str
     """Its phase name."""
+    method: NotRequired[str]
+    """``dynamic.method`` (absent: ``"softmax"``, as in rows written before it existed)."""
     unit: NotRequired[str]
     """``dynamic.unit``: ``"buckets"`` or ``"streams"`` (absent in rows written before it
     existed: buckets)."""
@@ -203,13 +205,13 @@ class HistoryRow(TypedDict):
     """``dynamic.signal``: ``"loss"``, ``"excess_loss"`` or ``"learnability"``."""
     streams: NotRequired[list[str]]
     """``unit: "streams"``: the phase's stream names, in the order of ``weights``."""
-    window_size: int
+    window_size: NotRequired[int]
     """Samples in the rolling window."""
     num_non_finite: int
     """Of those, the ones whose loss was NaN/inf (left out of the window)."""
-    temperature: float
+    temperature: NotRequired[float]
     """``dynamic.temperature``."""
-    floor: float
+    floor: NotRequired[float]
     """``dynamic.floor``."""
     weights: list[float]
     """The bucket or stream probabilities, summing to 1."""

@@ -1,0 +1,130 @@
+"""The published mixing methods' own keys: ``curriculum.dynamic.<method>``, one model per method.
+
+``dynamic.method`` names the re-weighting rule (:mod:`curriculum_ds.dynamic.registry`); every
+method but ``softmax`` re-weights the phase's streams (``unit: "streams"``) and reads its own
+section, named as the method (``dynamic.doremi``, ``dynamic.odm``, ...), whose defaults are the
+reference implementation's unless its docstring says otherwise. ``window`` and
+``recompute_every_n_steps`` of ``dynamic`` apply to every method; ``temperature``, ``floor`` and
+``signal`` only to ``softmax`` (``docs/adaptive-mixing.md`` has the table).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from curriculum_ds.config.base import _Model
+
+__all__ = [
+    "METHODS",
+    "ADOConfig",
+    "AioliConfig",
+    "DoReMiConfig",
+    "FileMixConfig",
+    "MethodConfig",
+    "ODMConfig",
+    "SkillitConfig",
+]
+
+
+class DoReMiConfig(_Model):
+    """``dynamic.doremi``: DoReMi's exponentiated-gradient step on the per-stream excess loss.
+
+    Reference: ``sangmichaelxie/doremi``, ``doremi/trainer.py``; the excess is over
+    ``dynamic.reference_metric``.
+    """
+
+    eta: float = Field(default=1.0, gt=0)
+    """The step size η of ``log w ← log w + η·s`` (> 0; the reference's ``reweight_eta``)."""
+    eps: float = Field(default=1e-4, ge=0, lt=1)
+    """The smoothing ε of ``w ← (1 − ε)·w + ε/K``, in [0, 1) (the reference's ``reweight_eps``)."""
+    apply: Literal["sampling", "loss"] = "sampling"
+    """``"sampling"``: the sampler follows the weights; ``"loss"``: the sampling mix stays the
+    phase's proportions and each stream's loss is weighted by its weight (DoReMi's proxy)."""
+
+
+class ODMConfig(_Model):
+    """``dynamic.odm``: Online Data Mixing's smoothed-mean EXP3 bandit.
+
+    Reference: ``alon-albalak/online-data-mixing``, ``megatron/data/data_sampling_utils.py``.
+    """
+
+    alpha: float = Field(default=0.9, gt=0, lt=1)
+    """The smoothing α of ``R̂ ← α·R̂ + (1 − α)·exp(r)``, in (0, 1)."""
+    warmup_steps: int = Field(default=0, ge=0)
+    """Optimizer steps of the phase before the first update (the reference's
+    ``data_sampling_warmup_steps``)."""
+
+
+class ADOConfig(_Model):
+    """``dynamic.ado``: Adaptive Data Optimization's per-stream scaling-law fit and policy.
+
+    Reference: ``yidingjiang/ado``, ``src/data_selectors/ado.py``. The reference's 1,000-step
+    defaults are scaled down here for runs of a few hundred steps.
+    """
+
+    warmup_steps: int = Field(default=20, ge=1)
+    """Optimizer steps of the phase before the first fit (the reference's ``ignore_steps``)."""
+    refit_every: int = Field(default=10, ge=1)
+    """The laws are refitted every this many optimizer steps (the reference's
+    ``update_interval``)."""
+
+
+class AioliConfig(_Model):
+    """``dynamic.aioli``: Aioli's probe rounds and interaction matrix.
+
+    Reference: ``HazyResearch/aioli``, ``trainer/aioli_trainer.py``.
+    """
+
+    eta: float = Field(default=0.2, gt=0)
+    """The step size η of ``w = w_init·exp(η·Σ A)`` (> 0)."""
+    ema: float = Field(default=0.1, ge=0, lt=1)
+    """The weight of the previous interaction matrix in ``A ← (1 − ema)·A_new + ema·A_old``."""
+    lp_rounds: int = Field(default=4, ge=1)
+    """Probe rounds per update (each probes every stream once)."""
+    probe_steps: int = Field(default=4, ge=1)
+    """Optimizer steps of one probe (the reference's ``lp_steps``)."""
+    one_hot_factor: float = Field(default=0.625, gt=0, lt=1)
+    """A probe's weight on its stream; the rest is spread evenly over the others."""
+
+
+class SkillitConfig(_Model):
+    """``dynamic.skillit``: Skill-it's multiplicative weights over a skills graph.
+
+    Reference: ``HazyResearch/skill-it``, ``trainer/mw_trainer.py``.
+    """
+
+    eta: float = Field(default=0.5, gt=0)
+    """The step size η of ``w = w_init ⊙ exp(η·A·Σ L_eval)`` (> 0)."""
+    graph: Literal["identity"] | list[list[float]] = "identity"
+    """The skills graph ``A``: a K×K matrix of non-negative entries over the phase's streams,
+    in their order, or ``"identity"``."""
+    window: int = Field(default=3, ge=1)
+    """Evaluations summed in ``Σ L_eval`` (the reference's ``mw_window``)."""
+
+
+class FileMixConfig(_Model):
+    """``dynamic.file``: the weights come from a JSON file an operator edits during the run.
+
+    It is read at each recompute boundary, journaled, and replayed on a resume.
+    """
+
+    path: str | None = Field(default=None, min_length=1)
+    """The weights file (relative to the working directory of rank 0)."""
+
+
+MethodConfig = DoReMiConfig | ODMConfig | ADOConfig | AioliConfig | SkillitConfig | FileMixConfig
+"""The section of one named method."""
+
+METHODS: dict[str, type[MethodConfig] | None] = {
+    "softmax": None,
+    "doremi": DoReMiConfig,
+    "odm": ODMConfig,
+    "ado": ADOConfig,
+    "aioli": AioliConfig,
+    "skillit": SkillitConfig,
+    "file": FileMixConfig,
+}
+"""Every ``dynamic.method`` name → its section's model (None: ``softmax`` reads ``dynamic``'s
+own keys)."""
