@@ -31,6 +31,7 @@ from curriculum_ds.data.index import (
     is_plain_file_name,
     read_index,
 )
+from curriculum_ds.data.tokenizers import HF_TOKENIZER_FILES
 from curriculum_ds.errors import DataError
 
 __all__ = [
@@ -45,8 +46,9 @@ __all__ = [
 ]
 
 INDEX_FILENAME = "index.json"
-SIDECARS = (META_FILENAME, METRICS_FILENAME)
-"""The files of ``prepare`` besides the shards, downloaded with ``index.json`` when present."""
+SIDECARS = (META_FILENAME, METRICS_FILENAME, *HF_TOKENIZER_FILES)
+"""The files of ``prepare`` besides the shards, downloaded with ``index.json`` when present (the
+tokenizer's files too, which ``export`` copies beside the model)."""
 SYNC_STAMP = ".curriculum_ds_synced"
 """A cache folder's record (sha256 of the remote URL and its ``index.json``) that its sidecar
 files were downloaded for that index."""

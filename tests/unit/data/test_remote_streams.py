@@ -72,10 +72,15 @@ def test_a_plain_folder_remote_reads_the_local_tokens(dataset, tmp_path):
     cache = tmp_path / "cache" / "web"
     local_tokens = _all_tokens(_phase(dataset, None))
     assert _same(_all_tokens(_phase(cache, str(dataset))), local_tokens)
-    # the cache got the index, the sidecars and (through streaming) every shard read
-    assert {"index.json", "curriculum_meta.json", "metrics.npz"} <= {
-        p.name for p in cache.iterdir()
-    }
+    # the cache got the index, the sidecars, the tokenizer's files (export copies them) and
+    # (through streaming) every shard read
+    assert {
+        "index.json",
+        "curriculum_meta.json",
+        "metrics.npz",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    } <= {p.name for p in cache.iterdir()}
     assert all((cache / name).is_file() for name in _shards(dataset))
     assert len(_shards(dataset)) >= 2
 
@@ -85,6 +90,8 @@ def test_an_s3_remote_reads_the_local_tokens_and_checks_sha1(dataset, tmp_path, 
         url = upload_folder(server, dataset, "s3://bucket/data/web")
         index = sync_stream_metadata(tmp_path / "cache", url)
         assert hash_algorithm(index) == "sha1"  # what prepare records; streaming checks it
+        for name in ("tokenizer.json", "tokenizer_config.json"):  # what export copies
+            assert (tmp_path / "cache" / name).read_bytes() == (dataset / name).read_bytes()
         tokens = _all_tokens(_phase(tmp_path / "cache", url))
         assert _same(tokens, _all_tokens(_phase(dataset, None)))
 
