@@ -37,7 +37,7 @@ class DoReMiConfig(_Model):
 
     eta: float = Field(default=1.0, gt=0)
     """The step size η of ``log w ← log w + η·s`` (> 0; the reference's ``reweight_eta``)."""
-    eps: float = Field(default=1e-4, ge=0, lt=1)
+    epsilon: float = Field(default=1e-4, ge=0, lt=1)
     """The smoothing ε of ``w ← (1 − ε)·w + ε/K``, in [0, 1) (the reference's ``reweight_eps``)."""
     apply: Literal["sampling", "loss"] = "sampling"
     """``"sampling"``: the sampler follows the weights; ``"loss"``: the sampling mix stays the

@@ -49,7 +49,7 @@ def test_doremi_scores_the_excess_loss_and_keeps_its_keys():
         )
     )
     assert cfg.dynamic.signal == "excess_loss"
-    assert cfg.dynamic.method_config == DoReMiConfig(eta=0.1, eps=1e-4, apply="loss")
+    assert cfg.dynamic.method_config == DoReMiConfig(eta=0.1, epsilon=1e-4, apply="loss")
 
 
 def test_a_skills_graph_is_kept_as_given():
