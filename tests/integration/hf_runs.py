@@ -9,16 +9,16 @@ torch/DeepSpeed/transformers imports are paid once; the gloo group is made once)
   docs/hf-trainer.md) run as ``__main__`` with ``sys.argv = [PATH, *argv]``;
 - ``{"kind": "hf", "ds": PATH, "out": DIR, "model": DIR, "mb": int, "gas": int, ...}``: a
   ``CurriculumTrainer`` run with AdamW at a constant lr from the ds_config, and optionally
-  ``"save_steps"``, ``"resume": true``, ``"trace": true``, ``"grads": PATH`` (the first
-  update's gradients, this rank's partition, saved to ``PATH.rank{R}``), ``"kill_after_save":
-  N`` (SIGKILL of every rank once ``checkpoint-N`` and its curriculum state are written: the job
-  ends there), ``"sigterm_at": [RANK, STEP]`` (that rank sends itself SIGTERM while step STEP is
-  in progress, before its first micro-batch goes backward, as a scheduler signals a rank),
-  ``"nan_loss": [RANK, [STEP, ...]]`` (NaN logits in that rank's first micro-batch of those
-  steps: a NaN loss on one rank), ``"max_consecutive_nonfinite": N`` (set in the ds_config's
-  section) and ``"may_fail": true`` with ``"error": PATH`` (the exception's message goes
-  there). Every run also checks that ``CurriculumTrainer`` left the caller's
-  ``TrainingArguments`` as they were.
+  ``"save_steps"``, ``"resume": true``, ``"trace": true``, ``"grads": PATH`` (the first update's
+  gradients, this rank's partition, saved to ``PATH.rank{R}``), ``"kill_after_save": N`` (SIGKILL of
+  every rank once ``checkpoint-N`` and its curriculum state are written: the job ends there),
+  ``"sigterm_at": [RANK, STEP]`` (that rank sends itself SIGTERM while step STEP is in progress,
+  before its first micro-batch goes backward, as a scheduler signals a rank), ``"nan_loss": [RANK,
+  [STEP, ...]]`` (NaN logits in that rank's first micro-batch of those steps: a NaN loss on one
+  rank), ``"max_consecutive_nonfinite": N`` (set in the ds_config's section) and ``"may_fail":
+  true`` with ``"error": PATH`` (the exception's message goes there), ``"save_model": true``
+  (``trainer.save_model(OUT/saved)`` after ``train()``). Every run also checks that
+  ``CurriculumTrainer`` left the caller's ``TrainingArguments`` as they were.
 
 Each rank's exceptions outside ``may_fail`` runs end the job with exit code 1.
 """
@@ -125,6 +125,8 @@ def _hf_run(spec: dict[str, Any]) -> None:
     backward, Step.backward = Step.backward, _faults(spec)  # type: ignore[method-assign]
     try:
         trainer.train(resume_from_checkpoint=True if spec.get("resume") else None)
+        if spec.get("save_model"):  # collective: under ZeRO-3 without gathering, a DS tag
+            trainer.save_model(str(Path(spec["out"], "saved")))
     finally:
         Step.backward = backward  # type: ignore[method-assign]
         if trainer.feed.curriculum is not None:

@@ -36,6 +36,7 @@ from helpers import REPO, make_dataset, metrics, ragged_docs, run_launched, writ
 
 from curriculum_ds.cli import main as cli
 from curriculum_ds.commands.launch import build_command
+from curriculum_ds.data import read_stream_info
 from curriculum_ds.records.jsonl import read_jsonl
 
 pytestmark = pytest.mark.distributed
@@ -142,6 +143,11 @@ def runs(tmp_path_factory):
         root / "z3.json", small,
         zero_optimization={"stage": 3, "stage3_gather_16bit_weights_on_model_save": True},
     )  # fmt: skip
+    # the same run whose save_model folder holds DeepSpeed's ZeRO-3 shards, not the weights
+    z3_shards = write_ds_config(
+        root / "z3_shards.json", small,
+        zero_optimization={"stage": 3, "stage3_gather_16bit_weights_on_model_save": False},
+    )  # fmt: skip
     dynamic = {"dynamic": {"enabled": True, "num_buckets": 2, "recompute_every_n_steps": 1}}
     dyn = write_ds_config(
         root / "dyn.json", curriculum(short, long, 200, 300, **dynamic),
@@ -182,6 +188,7 @@ def runs(tmp_path_factory):
         # refused before anything is built: the documented run's phase "short" is complete
         hf(root / "edited.json", "doc", resume=True, may_fail=True, error=str(root / "error.txt")),
         hf(z3, "hf_z3", save_steps=2), ref(z3, "ref_z3"),
+        hf(z3_shards, "hf_z3_shards", save_model=True),
         hf(dyn, "hf_dyn"), ref(dyn, "ref_dyn"),
         hf(grads, "gas4", mb=2, gas=4, grads=str(root / "gas4.pt")),
         hf(grads, "gas1", mb=8, gas=1, grads=str(root / "gas1.pt")),
@@ -262,6 +269,26 @@ def test_export_of_a_trainer_checkpoint_loads_with_its_weights_and_the_datas_tok
     assert tok.decode(tok(text)["input_ids"]) == text
 
 
+def test_export_of_a_save_model_folder_of_zero3_shards_gives_the_trained_weights(runs, tmp_path):
+    """Under ZeRO-3 without ``stage3_gather_16bit_weights_on_model_save``, HF's ``save_model``
+    writes DeepSpeed's shards and a config, no weights: ``export`` consolidates them into a
+    ``from_pretrained`` folder with the weights of the same run that gathered them (hf_z3)."""
+    from transformers import AutoModelForCausalLM
+
+    root = runs["root"]
+    saved = root / "hf_z3_shards" / "saved"
+    assert (saved / "latest").is_file()
+    assert not list(saved.glob("model*.safetensors"))
+    result = CliRunner().invoke(cli, ["export", str(saved), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    exported = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    newest = max((root / "hf_z3").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    gathered = AutoModelForCausalLM.from_pretrained(newest).eval()
+    ids = torch.randint(0, 257, (2, 16), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        torch.testing.assert_close(exported(ids).logits, gathered(ids).logits, rtol=0, atol=1e-5)
+
+
 def test_gas4_mb2_and_gas1_mb8_give_the_same_gradients(runs):
     """transformers #45305's case: ragged padding, GAS 4 × 2 vs GAS 1 × 8 on 2 ranks."""
     root = runs["root"]
@@ -317,9 +344,45 @@ def test_retention_report_and_tensorboard_on_output_dir(runs):
     assert "train/curriculum/loss" in tags
     assert "train/curriculum/streams/long/tokens" in tags
     assert "train/curriculum/eval/val/loss" in tags
-    assert sorted(logged) == [r["step"] for r in rows]
-    for r in rows:
-        assert math.isclose(logged[r["step"]], r["loss"], rel_tol=1e-6)
+    # the documented script's logging_steps=5: the curriculum values every 5 steps and the last
+    steps = [r["step"] for r in rows]
+    assert sorted(logged) == sorted({s for s in steps if s % 5 == 0} | {steps[-1]})
+    by_step = {r["step"]: r for r in rows}
+    for step, value in logged.items():
+        assert math.isclose(value, by_step[step]["loss"], rel_tol=1e-6)
+
+
+def _log_history(run: Path) -> list[dict]:
+    return json.loads((run / "log_history.json").read_text())
+
+
+def test_hfs_summary_epoch_and_train_loss_are_the_runs(runs):
+    """Issue 32, item 4: ``train_loss`` is the mean objective of the run's steps, after two
+    resumes too (the SIGTERMed and SIGKILLed run against the uninterrupted one, 1e-6); the
+    speeds are over the steps' wall time (``metrics.jsonl``'s, within 10%); ``epoch`` is the
+    passes over the phase's datamix; accelerate does not warn about GAS."""
+    root = runs["root"]
+    full = [r["loss"] for r in metrics(root / "doc")]
+    summary = _log_history(root / "killed")[-1]
+    assert math.isclose(summary["train_loss"], math.fsum(full) / len(full), rel_tol=1e-6)
+    rows = metrics(root / "hf_z3")
+    summary = _log_history(root / "hf_z3")[-1]
+    assert math.isclose(summary["train_loss"], math.fsum(r["loss"] for r in rows) / len(rows))
+    seconds = math.fsum(r["step_tokens"] / r["tokens_per_s"] for r in rows)
+    samples_per_s = rows[-1]["samples"] / seconds
+    assert math.isclose(summary["train_samples_per_second"], samples_per_s, rel_tol=0.1)
+    assert math.isclose(summary["train_steps_per_second"], len(rows) / seconds, rel_tol=0.1)
+    # one phase over the samples of "short": passes = samples so far / the stream's samples
+    per_pass = read_stream_info(root / "short").num_samples
+    nan_rows = {r["step"]: r for r in metrics(root / "hf_nan")}
+    logged = [r for r in _log_history(root / "hf_nan") if "loss" in r and "epoch" in r]
+    assert len(logged) == len(nan_rows)
+    for r in logged:
+        row = nan_rows[r["step"]]
+        assert r["epoch"] == row["phase_epochs"]
+        assert math.isclose(r["epoch"], row["samples"] / per_pass, abs_tol=1e-6)
+    for out in (runs["first"], runs["second"]):
+        assert "Gradient accumulation steps mismatch" not in out.stdout + out.stderr
 
 
 def test_sigkill_after_a_save_then_resume_equals_the_uninterrupted_run(runs):

@@ -9,11 +9,13 @@ The Trainer's callback extension point (``transformers.TrainerCallback``), added
   resume keeps the rows up to its step);
 - ``on_step_end`` (after the step's ``Step.finish``): the ``metrics.jsonl`` /
   ``curriculum_history.jsonl`` / ``sample_trace.jsonl`` rows, the evaluation when one is due (an
-  eval interval or a phase end; ``eval.jsonl``), the ``curriculum/...`` values through the
-  Trainer's ``log`` (so ``report_to`` shows them), and the stop: at ``max_duration``, and after a
-  SIGTERM (then a checkpoint first), through ``TrainerControl``;
-- ``on_save`` (HF's ``checkpoint-N/`` is written): the curriculum state into it
-  (:mod:`curriculum_ds.hf.checkpoint`);
+  eval interval or a phase end; ``eval.jsonl``), the ``curriculum/...`` values for the Trainer's
+  next log (``logging_steps``; so ``report_to`` shows them; :mod:`curriculum_ds.hf.logs`), and
+  the stop: at ``max_duration``, and after a SIGTERM (then a checkpoint first), through
+  ``TrainerControl``, with a log of that last step;
+- ``on_save`` (HF's ``checkpoint-N/`` is written): the run's loss sum
+  (:data:`~curriculum_ds.hf.logs.STATS_FILE`, for ``train_loss`` after a resume), then the
+  curriculum state into it (:mod:`curriculum_ds.hf.checkpoint`);
 - ``on_train_end``: the records closed, the curriculum's streams and SIGTERM handler released
   (after a SIGTERM, one line naming the checkpoint to resume from).
 
@@ -110,15 +112,18 @@ class CurriculumCallback(TrainerCallback):
             eval_row = curriculum.evaluate()
             if self._log is not None:
                 self._log.write_eval(eval_row)
-        should_log = control.should_log  # HF's own log of this step: not consumed by ours
-        trainer.log(curriculum_logs(record.row, reweighting=record.history, eval_row=eval_row))
-        control.should_log = should_log
+        # out with HF's next log of a step (logging_steps), the last step's included
+        trainer.train_logs.defer(
+            curriculum_logs(record.row, reweighting=record.history, eval_row=eval_row)
+        )
         if curriculum.stop_requested:  # SIGTERM on some rank: every rank saves and stops here
             control.should_save = True
             control.should_training_stop = True
+            control.should_log = True
         elif curriculum.is_done:  # max_duration: the end of the run
             control.should_save = args.save_strategy != "no"
             control.should_training_stop = True
+            control.should_log = args.logging_strategy != "no"
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any
@@ -129,6 +134,7 @@ class CurriculumCallback(TrainerCallback):
             return
         folder = Path(str(args.output_dir)) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
+            self._trainer.train_logs.save(folder)  # before the state: it marks the folder done
             write_state(folder, curriculum.state_dict())
 
     def on_train_end(

@@ -27,7 +27,8 @@ overridable methods, callbacks); no private method is replaced or patched:
 
 from __future__ import annotations
 
-import math
+import contextlib
+import os
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -38,8 +39,10 @@ from curriculum_ds.hf.arguments import checked_run, trainer_arguments
 from curriculum_ds.hf.callbacks import CurriculumCallback, CurriculumProgress, curriculum_logs
 from curriculum_ds.hf.checkpoint import check_folder, resume_folder
 from curriculum_ds.hf.feed import MICRO_BATCH_KEY, CurriculumFeed
+from curriculum_ds.hf.logs import TrainerLogs
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from curriculum_ds.plugin.curriculum import Curriculum
@@ -97,9 +100,11 @@ class CurriculumTrainer(Trainer):
         self.trace_samples = trace_samples
         self.feed = CurriculumFeed(self._build_curriculum)
         self.finished_record: tuple[StepResult, Step] | None = None
-        self._unlogged_losses: list[float] = []
+        self.train_logs = TrainerLogs()
         self._resume_state: dict[str, Any] | None = None
-        super().__init__(model=model, args=args, **trainer_kwargs)
+        self._resume_folder: Path | None = None
+        with _accelerate_accumulation(args.gradient_accumulation_steps):
+            super().__init__(model=model, args=args, **trainer_kwargs)
         self.add_callback(CurriculumCallback(self))
         if any(isinstance(c, ProgressCallback) for c in self.callback_handler.callbacks):
             self.remove_callback(ProgressCallback)  # its bar counts up to the step bound
@@ -136,23 +141,18 @@ class CurriculumTrainer(Trainer):
             return torch.zeros((), device=self.args.device)
         result = step.finish()
         self.finished_record = (result, step)
-        value = result["loss"]
-        objective = float("nan") if value is None else float(value)
-        self._unlogged_losses.append(objective)
+        objective = self.train_logs.step_finished(result.row, num_samples=len(step.samples))
         return torch.tensor(objective, device=self.args.device)
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
-        """HF's ``log``, with the training ``loss`` exact.
+        """HF's ``log``, with the run's own values (:class:`~curriculum_ds.hf.logs.TrainerLogs`).
 
-        The mean of the steps' losses since the last log (HF's own value is the same mean,
-        rounded to 4 decimals); non-finite steps are left out, as HF's
-        ``logging_nan_inf_filter`` leaves them out.
+        A training log's ``loss`` is the exact mean objective of the steps since the last log,
+        with the ``curriculum/...`` values of those steps; ``epoch`` is the passes over the
+        phase's datamix; the summary's speeds and ``train_loss`` are the run's.
         """
-        if "loss" in logs and self._unlogged_losses:
-            finite = [x for x in self._unlogged_losses if math.isfinite(x)]
-            if finite:
-                logs["loss"] = math.fsum(finite) / len(finite)
-            self._unlogged_losses = []
+        self.train_logs.complete(logs)
+        self.state.epoch = self.train_logs.epoch  # None: HF leaves "epoch" out
         super().log(logs, *args, **kwargs)
 
     def create_scheduler(self, num_training_steps: int, optimizer: Any = None) -> Any:
@@ -189,6 +189,7 @@ class CurriculumTrainer(Trainer):
         if resume_from_checkpoint not in (None, False):
             folder: Path = resume_folder(str(self.args.output_dir), resume_from_checkpoint)
             self._resume_state = check_folder(self.curriculum_run.curriculum, folder)
+            self._resume_folder = folder
             resume_from_checkpoint = str(folder)
         else:
             resume_from_checkpoint = None
@@ -233,7 +234,31 @@ class CurriculumTrainer(Trainer):
             from curriculum_ds.checkpoint.adam_powers import restore_adam_powers
 
             curriculum.load_state_dict(self._resume_state)
+            if self._resume_folder is not None:  # train_loss counts the steps before it
+                self.train_logs.restore(self._resume_folder)
             # HF's deepspeed_load_checkpoint loaded the engine; DeepSpeed's CPU Adam kernels
             # then need their running beta^t as the uninterrupted run's (adam_powers)
             restore_adam_powers(getattr(self.model_wrapped, "optimizer", None))
         return curriculum
+
+
+@contextlib.contextmanager
+def _accelerate_accumulation(steps: int) -> Iterator[None]:
+    """Build HF's ``Accelerator`` with the run's gradient accumulation steps.
+
+    HF's Trainer creates it without them (it does not use accelerate's accumulation), so
+    accelerate's DeepSpeed set-up warns "Gradient accumulation steps mismatch: ... has 1,
+    DeepSpeed config has N" and then takes the ds_config's value. accelerate reads
+    ``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` when the ``Accelerator`` is built: set for the
+    Trainer's constructor only, the value is the same from the start and nothing warns.
+    """
+    key = "ACCELERATE_GRADIENT_ACCUMULATION_STEPS"
+    before = os.environ.get(key)
+    os.environ[key] = str(int(steps))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = before
