@@ -31,17 +31,27 @@ __all__ = [
 class DoReMiConfig(_Model):
     """``dynamic.doremi``: DoReMi's exponentiated-gradient step on the per-stream excess loss.
 
-    Reference: ``sangmichaelxie/doremi``, ``doremi/trainer.py``; the excess is over
-    ``dynamic.reference_metric``.
+    Reference: ``sangmichaelxie/doremi``, ``doremi/trainer.py`` ``update_domain_weights`` (commit
+    7cde52d); the excess is over ``dynamic.reference_metric``, clipped at 0 per sample
+    (:mod:`curriculum_ds.dynamic.doremi`).
     """
 
     eta: float = Field(default=1.0, gt=0)
-    """The step size η of ``log w ← log w + η·s`` (> 0; the reference's ``reweight_eta``)."""
-    epsilon: float = Field(default=1e-4, ge=0, lt=1)
-    """The smoothing ε of ``w ← (1 − ε)·w + ε/K``, in [0, 1) (the reference's ``reweight_eps``)."""
+    """The step size η of ``log w ← log w + η·s`` (> 0; the reference's ``reweight_eta``; its
+    author suggests 0.1 where the weights collapse onto one stream)."""
+    eps: float = Field(default=1e-4, ge=0, lt=1)
+    """The smoothing ε of ``w ← (1 − ε)·w + ε/K``, in [0, 1) (the reference's ``reweight_eps``):
+    every stream keeps at least ε/K."""
     apply: Literal["sampling", "loss"] = "sampling"
-    """``"sampling"``: the sampler follows the weights; ``"loss"``: the sampling mix stays the
-    phase's proportions and each stream's loss is weighted by its weight (DoReMi's proxy)."""
+    """``"sampling"``: the sampler follows the weights (they replace the phase's proportions);
+    ``"loss"``: the sampling mix stays the phase's proportions and each stream's loss is weighted
+    by its weight over its proportion, as DoReMi's proxy trains (the step's loss is
+    ``Σ w·ℓ / Σ w``)."""
+    initial_score: float = 0.0
+    """The score (nats of excess loss) of a stream that has had no sample in the window yet:
+    an absent stream keeps its last score, and this is its score before the first. The reference
+    starts at ``ln V`` (V: the vocabulary size), which pushes an unseen stream up; 0 leaves its
+    log-weight where it is."""
 
 
 class ODMConfig(_Model):

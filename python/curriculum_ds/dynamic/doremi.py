@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logsumexp
 
+from curriculum_ds.config.mixers import DoReMiConfig
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.signals import excess_losses, metric_columns
 from curriculum_ds.dynamic.state import DoReMiState, DoReMiSubState, StreamWindowState
@@ -52,7 +53,6 @@ from curriculum_ds.dynamic.window import StreamWindow
 
 if TYPE_CHECKING:
     from curriculum_ds.config import DynamicConfig
-    from curriculum_ds.config.mixers import DoReMiConfig
     from curriculum_ds.dynamic.state import DynamicState
 
 __all__ = ["DoReMiReweighter", "doremi_loss_weights", "doremi_step", "running_mean"]
@@ -138,7 +138,9 @@ class DoReMiReweighter:
 
     def __init__(self, cfg: DynamicConfig):
         self.cfg = cfg
-        self.doremi: DoReMiConfig = cfg.method_config  # type: ignore[assignment]
+        doremi = cfg.method_config
+        assert isinstance(doremi, DoReMiConfig)  # DynamicConfig: method "doremi"
+        self.doremi = doremi
         self.phase_idx: int | None = None
         self.stream_names: list[str] = []
         self.proportions = np.zeros(0, dtype=np.float64)
