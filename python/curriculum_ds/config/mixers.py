@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from curriculum_ds.config.base import _Model
+from curriculum_ds.config.messages import custom_error
 
 __all__ = [
     "METHODS",
@@ -41,7 +42,8 @@ class DoReMiConfig(_Model):
     author suggests 0.1 where the weights collapse onto one stream)."""
     eps: float = Field(default=1e-4, ge=0, lt=1)
     """The smoothing ε of ``w ← (1 − ε)·w + ε/K``, in [0, 1) (the reference's ``reweight_eps``):
-    every stream keeps at least ε/K."""
+    every stream keeps at least ε/K. > 0 with ``apply: "sampling"`` (the sampler needs every
+    weight > 0)."""
     apply: Literal["sampling", "loss"] = "sampling"
     """``"sampling"``: the sampler follows the weights (they replace the phase's proportions);
     ``"loss"``: the sampling mix stays the phase's proportions and each stream's loss is weighted
@@ -52,6 +54,16 @@ class DoReMiConfig(_Model):
     an absent stream keeps its last score, and this is its score before the first. The reference
     starts at ``ln V`` (V: the vocabulary size), which pushes an unseen stream up; 0 leaves its
     log-weight where it is."""
+
+    @model_validator(mode="after")
+    def _sampling_needs_smoothing(self) -> DoReMiConfig:
+        if self.eps == 0 and self.apply == "sampling":
+            raise custom_error(
+                'must be > 0 with apply "sampling": without smoothing a weight can reach 0, and '
+                'the sampler needs every stream\'s weight > 0 (use apply "loss" for eps 0)',
+                ("eps",),
+            )
+        return self
 
 
 class ODMConfig(_Model):

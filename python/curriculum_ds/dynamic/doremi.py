@@ -83,7 +83,8 @@ def doremi_step(
         the scores used (an absent stream's is its last). Deterministic.
     """
     scores = np.where(counts > 0, means, last_scores)
-    log_w = np.log(weights) + eta * scores
+    with np.errstate(divide="ignore"):  # ε = 0: a weight may have reached 0 (log: -inf, kept)
+        log_w = np.log(weights) + eta * scores
     log_w = log_w - logsumexp(log_w)
     new = (1.0 - eps) * np.exp(log_w) + eps / len(log_w)
     return new, scores

@@ -1,7 +1,8 @@
 """DoReMi's bad input is refused by ``curriculum-ds validate`` in one line, before any launch.
 
 ``method: "doremi"`` without ``reference_metric`` (its signal is the excess loss over that
-column), a step size η ≤ 0, and a smoothing ε outside [0, 1): each one line naming the key,
+column), a step size η ≤ 0, a smoothing ε outside [0, 1), and ε = 0 with ``apply:
+"sampling"`` (a weight may reach 0, which the sampler refuses): each one line naming the key,
 exit 1, no traceback. (The config model's own refusals of every method are in
 ``test_config_mixing_methods.py``.)
 """
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 from helpers import one_error_line, write_ds_config
 
 from curriculum_ds.cli import main
+from curriculum_ds.config.mixers import DoReMiConfig
 
 
 def _validate(tmp_path: Path, **dynamic: Any) -> str:
@@ -56,3 +58,14 @@ def test_a_step_size_not_above_zero(tmp_path, eta):
 def test_a_smoothing_outside_zero_one(tmp_path, eps, bound):
     line = _validate(tmp_path, reference_metric="ref_loss", doremi={"eps": eps})
     assert line == f"Error: curriculum.dynamic.doremi.eps: must be {bound}, got {eps}"
+
+
+def test_no_smoothing_with_the_sampler(tmp_path):
+    line = _validate(tmp_path, reference_metric="ref_loss", doremi={"eps": 0})
+    assert line == (
+        'Error: curriculum.dynamic.doremi.eps: must be > 0 with apply "sampling": without '
+        "smoothing a weight can reach 0, and the sampler needs every stream's weight > 0 (use "
+        'apply "loss" for eps 0)'
+    )
+    # with the loss weights a weight of 0 is a stream whose loss weighs nothing: allowed
+    assert DoReMiConfig(eps=0, apply="loss").eps == 0
