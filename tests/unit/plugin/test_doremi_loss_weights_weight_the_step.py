@@ -92,7 +92,7 @@ def test_the_step_loss_and_update_are_the_doremi_weighted_token_mean(fake_engine
         step.backward(fake_engine(mb.input_ids, attention_mask=mb.attention_mask), mb)
     step.finish()
     (outcome,) = handed
-    assert outcome.loss == pytest.approx(float(objective), rel=1e-6)
+    assert outcome.loss == pytest.approx(float(objective.detach()), rel=1e-6)
     for name, idx in (("web", 0), ("code", 1)):  # per-stream losses stay unweighted
         total, count = per_stream[idx]
         assert outcome.streams[name]["loss"] == pytest.approx(total / count, rel=1e-6)
