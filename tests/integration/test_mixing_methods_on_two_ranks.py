@@ -64,12 +64,12 @@ class Arm:
 ARMS: dict[str, Arm] = {
     "doremi": Arm(
         {"method": "doremi", "reference_metric": "ref_loss"},
-        keys=("apply", "average_weights", "eta", "eps"),
+        keys=("apply", "average_weights", "eta", "epsilon"),
     ),
     "doremi_loss": Arm(
         {"method": "doremi", "reference_metric": "ref_loss", "doremi": {"apply": "loss"}},
         kill=True,
-        keys=("apply", "average_weights", "loss_weights", "eta", "eps"),
+        keys=("apply", "average_weights", "loss_weights", "eta", "epsilon"),
     ),
 }
 """One row per method (a method adds its own): the arm's name → its :class:`Arm`."""

@@ -40,7 +40,7 @@ class DoReMiConfig(_Model):
     eta: float = Field(default=1.0, gt=0)
     """The step size η of ``log w ← log w + η·s`` (> 0; the reference's ``reweight_eta``; its
     author suggests 0.1 where the weights collapse onto one stream)."""
-    eps: float = Field(default=1e-4, ge=0, lt=1)
+    epsilon: float = Field(default=1e-4, ge=0, lt=1)
     """The smoothing ε of ``w ← (1 − ε)·w + ε/K``, in [0, 1) (the reference's ``reweight_eps``):
     every stream keeps at least ε/K. > 0 with ``apply: "sampling"`` (the sampler needs every
     weight > 0)."""
@@ -57,11 +57,11 @@ class DoReMiConfig(_Model):
 
     @model_validator(mode="after")
     def _sampling_needs_smoothing(self) -> DoReMiConfig:
-        if self.eps == 0 and self.apply == "sampling":
+        if self.epsilon == 0 and self.apply == "sampling":
             raise custom_error(
                 'must be > 0 with apply "sampling": without smoothing a weight can reach 0, and '
-                'the sampler needs every stream\'s weight > 0 (use apply "loss" for eps 0)',
-                ("eps",),
+                'the sampler needs every stream\'s weight > 0 (use apply "loss" for epsilon 0)',
+                ("epsilon",),
             )
         return self
 

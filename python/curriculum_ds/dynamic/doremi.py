@@ -10,7 +10,7 @@ weights by exponentiated gradient on each domain's excess loss over a reference 
             (a stream with no sample in the window keeps its last s_d)
     log w ← log w + η·s                      (η: ``dynamic.doremi.eta``)
     w     ← softmax(log w)
-    w     ← (1 - ε)·w + ε/K                  (ε: ``dynamic.doremi.eps``, K streams)
+    w     ← (1 - ε)·w + ε/K                  (ε: ``dynamic.doremi.epsilon``, K)
 
 and the running mean of ``w`` over the phase (the initial weights and every update, as the
 reference's ``avg_domain_weights``) is DoReMi's output: the static mixture for the main run
@@ -65,7 +65,7 @@ def doremi_step(
     means: npt.NDArray[np.float64],
     *,
     eta: float,
-    eps: float,
+    epsilon: float,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """One DoReMi update of the domain weights (the reference's ``doremiv1`` step).
 
@@ -76,7 +76,7 @@ def doremi_step(
         means: float64 ``(K,)``, each stream's mean clipped excess loss in the window (nats;
             read only where ``counts > 0``).
         eta: the step size η (> 0).
-        eps: the smoothing ε toward uniform, in [0, 1).
+        epsilon: the smoothing ε toward uniform, in [0, 1).
 
     Returns:
         ``(weights, scores)``: float64 ``(K,)`` the new weights (summing to 1, each ≥ ε/K) and
@@ -86,7 +86,7 @@ def doremi_step(
     with np.errstate(divide="ignore"):  # ε = 0: a weight may have reached 0 (log: -inf, kept)
         log_w = np.log(weights) + eta * scores
     log_w = log_w - logsumexp(log_w)
-    new = (1.0 - eps) * np.exp(log_w) + eps / len(log_w)
+    new = (1.0 - epsilon) * np.exp(log_w) + epsilon / len(log_w)
     return new, scores
 
 
@@ -125,7 +125,7 @@ class DoReMiReweighter:
     """``method: "doremi"`` over ``unit: "streams"``: a window of excess losses, DoReMi's rule.
 
     Lifecycle as :class:`~curriculum_ds.dynamic.StreamReweighter`'s. Reads ``dynamic.window``,
-    ``recompute_every_n_steps``, ``reference_metric`` and ``dynamic.doremi`` (``eta``, ``eps``,
+    ``recompute_every_n_steps``, ``reference_metric`` and ``dynamic.doremi`` (``eta``, ``epsilon``,
     ``apply``, ``initial_score``).
 
     Args:
@@ -225,7 +225,7 @@ class DoReMiReweighter:
             None between recomputes; else the update (``proportions`` for ``apply:
             "sampling"``, ``loss_weights`` for ``"loss"``) and its history row (``method``,
             ``apply``, ``weights``, ``average_weights``, ``scores``, ``stream_counts``,
-            ``window_size``, ``num_non_finite``, ``eta``, ``eps``; ``loss_weights`` for
+            ``window_size``, ``num_non_finite``, ``eta``, ``epsilon``; ``loss_weights`` for
             ``"loss"``). An empty window keeps the weights: ``kept_previous: true``.
         """
         if global_step % self.cfg.recompute_every_n_steps != 0:
@@ -241,7 +241,7 @@ class DoReMiReweighter:
             "window_size": len(self.window),
             "num_non_finite": int(self.window.num_non_finite),
             "eta": self.doremi.eta,
-            "eps": self.doremi.eps,
+            "epsilon": self.doremi.epsilon,
         }
         if len(self.window) == 0:
             record.update(
@@ -257,7 +257,7 @@ class DoReMiReweighter:
             counts,
             means,
             eta=self.doremi.eta,
-            eps=self.doremi.eps,
+            epsilon=self.doremi.epsilon,
         )
         self.num_updates += 1
         self.average = running_mean(self.average, self.num_updates, self.probs)

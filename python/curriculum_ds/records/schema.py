@@ -239,8 +239,8 @@ class HistoryRow(TypedDict):
     """``apply: "loss"``: each stream's loss weight from the next step on, ``(w/p) / Σ(w/p)``."""
     eta: NotRequired[float]
     """``method: "doremi"``: ``dynamic.doremi.eta``."""
-    eps: NotRequired[float]
-    """``method: "doremi"``: ``dynamic.doremi.eps``."""
+    epsilon: NotRequired[float]
+    """``method: "doremi"``: ``dynamic.doremi.epsilon``."""
 
 
 class TraceRow(TypedDict):

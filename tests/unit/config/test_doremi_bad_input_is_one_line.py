@@ -56,16 +56,16 @@ def test_a_step_size_not_above_zero(tmp_path, eta):
 
 @pytest.mark.parametrize(("eps", "bound"), [(-1e-4, ">= 0"), (1.0, "< 1")])
 def test_a_smoothing_outside_zero_one(tmp_path, eps, bound):
-    line = _validate(tmp_path, reference_metric="ref_loss", doremi={"eps": eps})
-    assert line == f"Error: curriculum.dynamic.doremi.eps: must be {bound}, got {eps}"
+    line = _validate(tmp_path, reference_metric="ref_loss", doremi={"epsilon": eps})
+    assert line == f"Error: curriculum.dynamic.doremi.epsilon: must be {bound}, got {eps}"
 
 
 def test_no_smoothing_with_the_sampler(tmp_path):
-    line = _validate(tmp_path, reference_metric="ref_loss", doremi={"eps": 0})
+    line = _validate(tmp_path, reference_metric="ref_loss", doremi={"epsilon": 0})
     assert line == (
-        'Error: curriculum.dynamic.doremi.eps: must be > 0 with apply "sampling": without '
+        'Error: curriculum.dynamic.doremi.epsilon: must be > 0 with apply "sampling": without '
         "smoothing a weight can reach 0, and the sampler needs every stream's weight > 0 (use "
-        'apply "loss" for eps 0)'
+        'apply "loss" for epsilon 0)'
     )
     # with the loss weights a weight of 0 is a stream whose loss weighs nothing: allowed
-    assert DoReMiConfig(eps=0, apply="loss").eps == 0
+    assert DoReMiConfig(epsilon=0, apply="loss").epsilon == 0

@@ -9,7 +9,7 @@ def doremi_dynamic(
     *,
     window: int,
     eta: float = 1.0,
-    eps: float = 1e-4,
+    epsilon: float = 1e-4,
     initial_score: float = 0.0,
     apply: str = "sampling",
     recompute_every_n_steps: int = 1,
@@ -23,6 +23,11 @@ def doremi_dynamic(
             "reference_metric": "ref_loss",
             "window": window,
             "recompute_every_n_steps": recompute_every_n_steps,
-            "doremi": {"eta": eta, "eps": eps, "initial_score": initial_score, "apply": apply},
+            "doremi": {
+                "eta": eta,
+                "epsilon": epsilon,
+                "initial_score": initial_score,
+                "apply": apply,
+            },
         }
     )

@@ -64,7 +64,7 @@ def _reweighter(seq: dict[str, Any], apply: str | None = None) -> DoReMiReweight
     cfg = doremi_dynamic(
         window=seq["streams"].shape[1],  # the window is one step: the reference's update
         eta=float(seq["eta"]),
-        eps=float(seq["eps"]),
+        epsilon=float(seq["eps"]),
         initial_score=float(seq["score0"]),  # the reference's ln V
         apply=apply,
     )
