@@ -19,8 +19,8 @@ scored the way a user makes one is in ``test_adaptive_mixing_over_streams.py``.
 
 DoReMi's own checks: ``apply: "loss"`` keeps the sampling mix and makes each step's loss
 ``Σ w·ℓ / Σ w`` over its tokens with the loss weights in force; ``curriculum-ds mix`` on the
-DoReMi run prints a phase whose proportions are the history's average and that ``validate``
-accepts.
+DoReMi run prints a ``train_loader`` whose proportions are the history's average, and a phase of
+it passes ``validate``.
 
 From issue 33 (acceptance).
 """
@@ -252,18 +252,18 @@ def test_doremi_loss_mode_keeps_the_mix_and_weights_each_steps_loss(runs):
     np.testing.assert_allclose(lw, (w / [0.35, 0.35, 0.30]) / (w / [0.35, 0.35, 0.30]).sum())
 
 
-def test_mix_prints_the_doremi_average_as_a_phase_validate_accepts(runs):
+def test_mix_prints_the_doremi_average_as_a_loader_validate_accepts(runs):
     run_dir = runs["full"]["doremi"]
     result = CliRunner().invoke(cli_main, ["mix", str(run_dir)])
     assert result.exit_code == 0, result.output
-    phase = json.loads(result.output)
-    loader = phase["train_loader"]
+    loader = json.loads(result.output)
     assert loader["proportion_unit"] == "tokens"
     got = [s["proportion"] for s in loader["streams"]]
     average = history(run_dir)[-1]["average_weights"]
     assert max(abs(a - b) for a, b in zip(got, average, strict=True)) <= 1e-12
+    phase = {"name": "main", "duration": TOKENS, "train_loader": loader}
     cfg = write_ds_config(
-        runs["root"] / "mixed.json", {"max_duration": phase["duration"], "schedule": [phase]}
+        runs["root"] / "mixed.json", {"max_duration": TOKENS, "schedule": [phase]}
     )
     checked = CliRunner().invoke(cli_main, ["validate", str(cfg)])
     assert checked.exit_code == 0, checked.output

@@ -40,15 +40,15 @@ def curve(run_dir: Path, png: Path | None) -> None:
     help="the phase's final weights (default: their running average, DoReMi's output)",
 )
 def mix(run_dir: Path, phase: int | None, last: bool) -> None:
-    """Print a static phase whose proportions are the stream weights a run learned.
+    """Print a static train_loader whose proportions are the stream weights a run learned.
 
-    The phase as the run saved it (name, duration, train_loader in its own proportion_unit),
-    each stream's proportion the running average of its weight over the phase (DoReMi's
-    output), or with --last its final weight: ready to paste into curriculum.schedule.
+    The phase's train_loader as the run saved it (in its own proportion_unit), each stream's
+    proportion the running average of its weight over the phase (DoReMi's output), or with
+    --last its final weight: ready to paste into a phase of curriculum.schedule.
     """
-    from curriculum_ds.commands.mix import mixed_phase, render_phase
+    from curriculum_ds.commands.mix import mixed_loader, render_loader
 
-    click.echo(render_phase(mixed_phase(run_dir, phase=phase, last=last)))
+    click.echo(render_loader(mixed_loader(run_dir, phase=phase, last=last)))
 
 
 @main.command()

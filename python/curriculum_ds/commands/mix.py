@@ -1,10 +1,10 @@
-"""``curriculum-ds mix``: a static phase whose proportions are a run's learned stream weights.
+"""``curriculum-ds mix``: a static ``train_loader`` whose proportions are a run's learned weights.
 
 DoReMi's output is the mean of its weights over the proxy run, meant to be the static mixture of
 the main run (Xie et al. 2023, §2; the reference writes ``avg_domain_weights.json``). This
 command reads a run's ``curriculum_history.jsonl`` rows of one phase (``unit: "streams"``) and
 that phase as the run saved it (``checkpoints/latest``'s curriculum state: its streams and
-``proportion_unit``), and builds the same phase with static proportions:
+``proportion_unit``), and builds the phase's ``train_loader`` with static proportions:
 
 * default: the running average of the weights over the phase: a DoReMi row's
   ``average_weights`` (the initial weights and every update, the reference's running mean) at
@@ -13,8 +13,8 @@ that phase as the run saved it (``checkpoints/latest``'s curriculum state: its s
 * ``--last``: the phase's final weights.
 
 The proportions are in the run's own ``proportion_unit`` (a stream weight replaces a proportion
-in that unit), so the phase reproduces the learned mixture as the run sampled it. Every other
-key of the phase is kept as saved.
+in that unit), so the loader reproduces the learned mixture as the run sampled it. Every other
+key of the saved ``train_loader`` is kept.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 
 from curriculum_ds.errors import DataError
 
-__all__ = ["learned_weights", "mixed_phase", "render_phase"]
+__all__ = ["learned_weights", "mixed_loader", "render_loader"]
 
 
 def learned_weights(rows: Sequence[Mapping[str, Any]], *, last: bool) -> dict[str, float]:
@@ -54,8 +54,8 @@ def learned_weights(rows: Sequence[Mapping[str, Any]], *, last: bool) -> dict[st
     return dict(zip(names, weights.tolist(), strict=True))
 
 
-def mixed_phase(run_dir: Path, *, phase: int | None = None, last: bool = False) -> dict[str, Any]:
-    """The phase ``phase`` of the run in ``run_dir``, its proportions the learned weights.
+def mixed_loader(run_dir: Path, *, phase: int | None = None, last: bool = False) -> dict[str, Any]:
+    """The ``train_loader`` of phase ``phase`` of the run in ``run_dir``, its proportions learned.
 
     Args:
         run_dir: a run directory with ``curriculum_history.jsonl`` and ``checkpoints/latest``.
@@ -63,7 +63,8 @@ def mixed_phase(run_dir: Path, *, phase: int | None = None, last: bool = False) 
         last: the phase's final weights instead of their running average.
 
     Returns:
-        The phase as a schedule entry (``name``, ``duration``, ``train_loader``), JSON-ready.
+        The phase's ``train_loader`` as the run saved it, each stream's ``proportion`` the
+        learned weight; JSON-ready.
 
     Raises:
         DataError: no stream weights in the history (for that phase), no readable checkpoint
@@ -107,9 +108,9 @@ def mixed_phase(run_dir: Path, *, phase: int | None = None, last: bool = False) 
         )
     for stream, name in zip(streams, names, strict=True):
         stream["proportion"] = weights[name]
-    return {k: out[k] for k in ("name", "duration", "train_loader")}
+    return dict(out["train_loader"])
 
 
-def render_phase(phase: Mapping[str, Any]) -> str:
-    """The phase as indented JSON, ready to paste into ``curriculum.schedule``."""
-    return json.dumps(phase, indent=2)
+def render_loader(loader: Mapping[str, Any]) -> str:
+    """The ``train_loader`` as indented JSON, ready to paste into a phase of the schedule."""
+    return json.dumps(loader, indent=2)

@@ -1,10 +1,10 @@
-"""``curriculum-ds mix RUN_DIR``: the phase a run saved, its proportions the weights it learned.
+"""``curriculum-ds mix RUN_DIR``: the train_loader a run saved, its proportions the learned weights.
 
 A run dir made of its parts: real prepared streams, the phase as a checkpoint saves it (a
 DeepSpeed-shaped tag whose curriculum state is the run's config), and the history rows of a real
 :class:`DoReMiReweighter` driven by synthetic losses. The printed phase's proportions are the
 history's running average (``average_weights``, DoReMi's output) exactly, or with ``--last``
-the final weights, in the run's own ``proportion_unit``; ``validate`` accepts a schedule of it.
+the final weights, in the run's own ``proportion_unit``; ``validate`` accepts a phase of it.
 The same on a launched DoReMi run: ``tests/integration/test_mixing_methods_on_two_ranks.py``.
 """
 
@@ -89,8 +89,9 @@ def _mix(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def _validate(root: Path, phase: dict[str, Any]) -> tuple[int, str]:
-    curriculum = {"max_duration": phase["duration"], "schedule": [phase]}
+def _validate(root: Path, loader: dict[str, Any]) -> tuple[int, str]:
+    phase = {"name": "main", "duration": "5000tok", "train_loader": loader}
+    curriculum = {"max_duration": "5000tok", "schedule": [phase]}
     cfg = write_ds_config(root / f"mixed_{len(list(root.glob('mixed_*')))}.json", curriculum)
     result = CliRunner().invoke(main, ["validate", str(cfg)])
     return result.exit_code, result.output
@@ -99,11 +100,10 @@ def _validate(root: Path, phase: dict[str, Any]) -> tuple[int, str]:
 def test_the_default_is_the_running_average_and_validate_accepts_it(run):
     code, out = _mix(str(run["dir"]))
     assert code == 0, out
-    phase = json.loads(out)
-    assert list(phase) == ["name", "duration", "train_loader"]
-    assert (phase["name"], phase["duration"]) == ("proxy", "5000tok")
-    loader = phase["train_loader"]
+    loader = json.loads(out)
+    assert list(loader) == ["streams", "max_seq_len", "epoch_size", "proportion_unit"]
     assert loader["proportion_unit"] == "tokens"
+    assert loader["max_seq_len"] == 64
     assert [s["name"] for s in loader["streams"]] == list(NAMES)
     average = run["rows"][-1]["average_weights"]
     got = [s["proportion"] for s in loader["streams"]]
@@ -112,14 +112,14 @@ def test_the_default_is_the_running_average_and_validate_accepts_it(run):
     weights = np.array([[0.5, 0.3, 0.2]] + [r["weights"] for r in run["rows"]])
     np.testing.assert_allclose(got, weights.mean(axis=0), rtol=0, atol=1e-12)
     assert got[2] == min(got)  # no excess loss left on the noise: it goes lowest
-    code, out = _validate(run["root"], phase)
+    code, out = _validate(run["root"], loader)
     assert code == 0, out
 
 
 def test_last_prints_the_final_weights_and_phase_picks_the_phase(run):
     code, out = _mix(str(run["dir"]), "--last", "--phase", "1")
     assert code == 0, out
-    got = [s["proportion"] for s in json.loads(out)["train_loader"]["streams"]]
+    got = [s["proportion"] for s in json.loads(out)["streams"]]
     assert got == run["rows"][-1]["weights"]
 
 
