@@ -24,6 +24,9 @@ Run by the launcher as ``--module faulty_train`` (tests/ on PYTHONPATH) with the
 * ``--dump-sample-losses FILE``: rank 0 appends, after every finished step, ``{"step",
   "losses"}`` to the JSONL ``FILE``: ``Step.sample_losses`` (each sample's token-mean loss in
   global batch order, NaN without loss-bearing tokens; gathered when dynamic re-weighting is on).
+* ``--dump-history DIR``: every rank appends each recompute's history row it computed (the row
+  ``step.finish()`` hands back, on every rank) to ``DIR/rank{r}_history.jsonl``: the weights each
+  rank decided at every recompute, where ``curriculum_history.jsonl`` has rank 0's.
 
 The product loop has none of these: they are installed here by wrapping public methods.
 """
@@ -222,6 +225,29 @@ def install_dump_sample_losses(out: Path) -> None:
     Step.finish = finish_and_dump  # type: ignore[method-assign]
 
 
+def install_dump_history(out: Path) -> None:
+    """Every rank appends each recompute's history row it computed to ``out/rank{R}_history.jsonl``
+    (rank 0 alone writes ``curriculum_history.jsonl``: this shows what every rank decided)."""
+    import json
+
+    import torch.distributed as dist
+
+    from curriculum_ds.plugin.step import Step
+
+    finish = Step.finish
+
+    def finish_and_dump(self: Step) -> dict[str, Any]:
+        record = finish(self)
+        row = getattr(record, "history", None)
+        if row is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            with open(out / f"rank{dist.get_rank()}_history.jsonl", "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+        return record
+
+    Step.finish = finish_and_dump  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--kill-after-step", type=int)
@@ -229,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kill-during-prune", type=int)
     p.add_argument("--dump-state", type=Path)
     p.add_argument("--dump-sample-losses", type=Path)
+    p.add_argument("--dump-history", type=Path)
     p.add_argument("--nan-loss")
     p.add_argument("--sigterm-at")
     p.add_argument("--truncate-shard")
@@ -242,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         install_kill_during_prune(faults.kill_during_prune)
     if faults.dump_sample_losses is not None:
         install_dump_sample_losses(faults.dump_sample_losses)
+    if faults.dump_history is not None:
+        install_dump_history(faults.dump_history)
     if faults.truncate_shard is not None:
         install_truncate_shard(faults.truncate_shard)
     code = train.main(rest)

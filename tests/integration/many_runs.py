@@ -5,7 +5,8 @@ own ``--deepspeed_config`` and ``--local_rank`` are passed on to every run). ``F
 list of runs, each ``{"argv": [...], "log": PATH, "may_fail": bool}`` (``"log": null``: the run
 writes to the job's own stdout and stderr, and no exit-code file): the arguments of
 ``curriculum_ds.train`` (its own ``--deepspeed_config``, ``--run-dir`` ...) plus, optionally,
-``--dump-state DIR``, ``--nan-loss RANK:STEPS`` and ``--truncate-shard STEP:PATH`` of
+``--dump-state DIR``, ``--dump-history DIR``, ``--nan-loss RANK:STEPS`` and
+``--truncate-shard STEP:PATH`` of
 ``faulty_train`` (the methods it replaces are put back after the run), and for the last run
 ``--kill-after-step N``, ``--kill-during-save N`` or ``--kill-during-prune N`` (the SIGKILL ends
 the job, as it ends a launch of its own).
@@ -58,6 +59,7 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
     """
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--dump-state", type=Path)
+    p.add_argument("--dump-history", type=Path)
     p.add_argument("--kill-after-step", type=int)
     p.add_argument("--kill-during-save", type=int)
     p.add_argument("--kill-during-prune", type=int)
@@ -79,6 +81,8 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         faulty_train.install_nan_loss(faults.nan_loss)
     if faults.truncate_shard is not None:
         faulty_train.install_truncate_shard(faults.truncate_shard)
+    if faults.dump_history is not None:
+        faulty_train.install_dump_history(faults.dump_history)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)

@@ -24,7 +24,6 @@ From issue 20 (acceptance).
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 from helpers import history, launch_many, make_dataset, metrics, trace, write_ds_config
+from mixing_docs import cycle_docs, noise_docs
 
 from curriculum_ds.cli import main as cli_main
 from curriculum_ds.data import read_stream_info
@@ -45,25 +45,6 @@ REFERENCE_TOKENS = "14000tok"  # the reference trains longer: it stays ahead of 
 SAVE_INTERVAL = 4
 KILL_AFTER = 10  # latest is then global_step8
 SIGNALS = ("loss", "excess_loss", "learnability")
-
-
-def _cycle_docs(num_docs: int, alphabet: str, *, seed: int) -> list[str]:
-    """Runs of ``alphabet`` in order, from a random start, of 20-60 characters."""
-    rng = random.Random(seed)
-    docs = []
-    for _ in range(num_docs):
-        start, length = rng.randrange(len(alphabet)), rng.randint(20, 60)
-        docs.append("".join(alphabet[(start + i) % len(alphabet)] for i in range(length)))
-    return docs
-
-
-def _noise_docs(num_docs: int, *, seed: int) -> list[str]:
-    """Random printable characters: nothing to learn beyond their uniform distribution."""
-    rng = random.Random(seed)
-    alphabet = [chr(c) for c in range(33, 127)]
-    return [
-        "".join(rng.choice(alphabet) for _ in range(rng.randint(20, 60))) for _ in range(num_docs)
-    ]
 
 
 def _curriculum(
@@ -125,10 +106,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("streams_e2e")
     folders = {
         "text_a": make_dataset(
-            root, "text_a", _cycle_docs(200, "abcdefghijklmnopqrstuvwxyz ", seed=11)
+            root, "text_a", cycle_docs(200, "abcdefghijklmnopqrstuvwxyz ", seed=11)
         ),
-        "text_b": make_dataset(root, "text_b", _cycle_docs(200, "0123456789+-*/=", seed=12)),
-        "noise": make_dataset(root, "noise", _noise_docs(200, seed=13)),
+        "text_b": make_dataset(root, "text_b", cycle_docs(200, "0123456789+-*/=", seed=12)),
+        "noise": make_dataset(root, "noise", noise_docs(200, seed=13)),
     }
     reference = _curriculum(folders, None, uniform=True, tokens=REFERENCE_TOKENS)
     ref_cfg = _config(root, "reference", reference)

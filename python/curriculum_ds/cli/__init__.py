@@ -7,7 +7,7 @@ one place (``group.py``).
 - ``group.py``: the ``main`` group and its one-line error handling;
 - ``data.py``: ``prepare``, ``score`` and ``validate``;
 - ``runs.py``: ``launch``, ``demo``, ``ablate``, ``migrate``;
-- ``inspect_runs.py``: ``curve``, ``report``, ``export``, ``bench``.
+- ``inspect_runs.py``: ``curve``, ``report``, ``mix``, ``export``, ``bench``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The commands that read runs and checkpoints: ``curve``, ``report``, ``export``, ``bench``."""
+"""The commands that read runs and checkpoints: ``curve``, ``report``, ``mix``, ``export``..."""
 
 from __future__ import annotations
 
@@ -24,6 +24,31 @@ def curve(run_dir: Path, png: Path | None) -> None:
     c = load_curve(run_dir)
     click.echo(render_table(c))
     click.echo(f"plot: {render_png(c, png or run_dir / 'curriculum_curve.png')}")
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--phase",
+    type=click.IntRange(min=0),
+    default=None,
+    help="the phase index (default: the last phase with stream weights in the history)",
+)
+@click.option(
+    "--last",
+    is_flag=True,
+    help="the phase's final weights (default: their running average, DoReMi's output)",
+)
+def mix(run_dir: Path, phase: int | None, last: bool) -> None:
+    """Print a static train_loader whose proportions are the stream weights a run learned.
+
+    The phase's train_loader as the run saved it (in its own proportion_unit), each stream's
+    proportion the running average of its weight over the phase (DoReMi's output), or with
+    --last its final weight: ready to paste into a phase of curriculum.schedule.
+    """
+    from curriculum_ds.commands.mix import mixed_loader, render_loader
+
+    click.echo(render_loader(mixed_loader(run_dir, phase=phase, last=last)))
 
 
 @main.command()

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from curriculum_ds.config.base import _Model
+from curriculum_ds.config.messages import custom_error
 
 __all__ = [
     "METHODS",
@@ -31,17 +32,38 @@ __all__ = [
 class DoReMiConfig(_Model):
     """``dynamic.doremi``: DoReMi's exponentiated-gradient step on the per-stream excess loss.
 
-    Reference: ``sangmichaelxie/doremi``, ``doremi/trainer.py``; the excess is over
-    ``dynamic.reference_metric``.
+    Reference: ``sangmichaelxie/doremi``, ``doremi/trainer.py`` ``update_domain_weights`` (commit
+    7cde52d); the excess is over ``dynamic.reference_metric``, clipped at 0 per sample
+    (:mod:`curriculum_ds.dynamic.doremi`).
     """
 
     eta: float = Field(default=1.0, gt=0)
-    """The step size η of ``log w ← log w + η·s`` (> 0; the reference's ``reweight_eta``)."""
+    """The step size η of ``log w ← log w + η·s`` (> 0; the reference's ``reweight_eta``; its
+    author suggests 0.1 where the weights collapse onto one stream)."""
     epsilon: float = Field(default=1e-4, ge=0, lt=1)
-    """The smoothing ε of ``w ← (1 − ε)·w + ε/K``, in [0, 1) (the reference's ``reweight_eps``)."""
+    """The smoothing ε of ``w ← (1 − ε)·w + ε/K``, in [0, 1) (the reference's ``reweight_eps``):
+    every stream keeps at least ε/K. > 0 with ``apply: "sampling"`` (the sampler needs every
+    weight > 0)."""
     apply: Literal["sampling", "loss"] = "sampling"
-    """``"sampling"``: the sampler follows the weights; ``"loss"``: the sampling mix stays the
-    phase's proportions and each stream's loss is weighted by its weight (DoReMi's proxy)."""
+    """``"sampling"``: the sampler follows the weights (they replace the phase's proportions);
+    ``"loss"``: the sampling mix stays the phase's proportions and each stream's loss is weighted
+    by its weight over its proportion, as DoReMi's proxy trains (the step's loss is
+    ``Σ w·ℓ / Σ w``)."""
+    initial_score: float = 0.0
+    """The score (nats of excess loss) of a stream that has had no sample in the window yet:
+    an absent stream keeps its last score, and this is its score before the first. The reference
+    starts at ``ln V`` (V: the vocabulary size), which pushes an unseen stream up; 0 leaves its
+    log-weight where it is."""
+
+    @model_validator(mode="after")
+    def _sampling_needs_smoothing(self) -> DoReMiConfig:
+        if self.epsilon == 0 and self.apply == "sampling":
+            raise custom_error(
+                'must be > 0 with apply "sampling": without smoothing a weight can reach 0, and '
+                'the sampler needs every stream\'s weight > 0 (use apply "loss" for epsilon 0)',
+                ("epsilon",),
+            )
+        return self
 
 
 class ODMConfig(_Model):

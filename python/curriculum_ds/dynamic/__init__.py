@@ -20,12 +20,15 @@ Module map:
   kernels);
 * ``streams.py`` + ``window.py``: :class:`StreamReweighter`, ``"softmax"`` over ``"streams"``
   (weights over the phase's streams that replace its proportions), and its rolling window of
-  signals by stream.
+  signals by stream;
+* ``doremi.py``: :class:`DoReMiReweighter`, ``"doremi"`` over ``"streams"`` (DoReMi's
+  exponentiated-gradient step on the clipped excess loss, and the running mean of its weights).
 """
 
 from __future__ import annotations
 
 from curriculum_ds.dynamic.buckets import BucketReweighter, bucket_scores
+from curriculum_ds.dynamic.doremi import DoReMiReweighter
 from curriculum_ds.dynamic.protocol import Reweighter
 from curriculum_ds.dynamic.registry import make_reweighter, methods, register
 from curriculum_ds.dynamic.state import DynamicState, parse_dynamic_state
@@ -36,6 +39,7 @@ from curriculum_ds.dynamic.weights import FLOOR_SLACK, bucket_probs, mixture_pro
 __all__ = [
     "FLOOR_SLACK",
     "BucketReweighter",
+    "DoReMiReweighter",
     "DynamicState",
     "MixtureUpdate",
     "PhaseView",

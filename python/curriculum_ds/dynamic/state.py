@@ -26,6 +26,8 @@ __all__ = [
     "TAGS",
     "BucketSoftmaxState",
     "BucketWindowState",
+    "DoReMiState",
+    "DoReMiSubState",
     "DynamicState",
     "StreamSoftmaxState",
     "StreamWindowState",
@@ -187,9 +189,70 @@ class StreamSoftmaxState(_Common):
         return out
 
 
-_MODELS: tuple[type[BucketSoftmaxState] | type[StreamSoftmaxState], ...] = (
+class DoReMiSubState(SavedModel):
+    """DoReMi's own keys (``dynamic.doremi`` of a saved state).
+
+    Attributes:
+        last_scores: float64 ``(num_streams,)``, each stream's score at the last update (an
+            absent stream keeps it).
+        average: float64 ``(num_streams,)``, the running mean of the weights over the phase
+            (the initial weights and every update): DoReMi's output.
+        num_updates: updates in the phase so far, ≥ 0.
+    """
+
+    last_scores: FloatArray
+    average: FloatArray
+    num_updates: Int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: ``last_scores``, ``average``, ``num_updates``."""
+        return {
+            "last_scores": self.last_scores,
+            "average": self.average,
+            "num_updates": self.num_updates,
+        }
+
+
+class DoReMiState(_Common):
+    """The state of ``method: "doremi"`` over ``unit: "streams"`` (``DoReMiReweighter``).
+
+    ``probs`` are DoReMi's weights now (their logarithm is what the next update moves).
+
+    Attributes:
+        window: the rolling window of clipped excess losses and their streams.
+        doremi: the last scores, the running mean of the weights, the update count.
+    """
+
+    unit: ClassVar[str] = "streams"
+    method: ClassVar[str] = "doremi"
+
+    window: StreamWindowState
+    doremi: DoReMiSubState
+
+    @property
+    def window_capacity(self) -> int:
+        """Signals the rolling window holds at most."""
+        return self.window.capacity
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: the common keys, ``window`` and ``doremi``."""
+        return {
+            "unit": self.unit,
+            "method": self.method,
+            "signal": self.signal,
+            "reference_metric": self.reference_metric,
+            "phase_idx": self.phase_idx,
+            "probs": self.probs,
+            "window": self.window.to_dict(),
+            "num_recomputes": self.num_recomputes,
+            "doremi": self.doremi.to_dict(),
+        }
+
+
+_MODELS: tuple[type[BucketSoftmaxState] | type[StreamSoftmaxState] | type[DoReMiState], ...] = (
     BucketSoftmaxState,
     StreamSoftmaxState,
+    DoReMiState,
 )
 TAGS = frozenset(f"{m.unit}/{m.method}" for m in _MODELS)
 """``"unit/method"`` of every state model (pydantic's tags: not part of a key's path)."""
@@ -206,15 +269,18 @@ def _tag(value: Any) -> str | None:
 
 DynamicState = Annotated[
     Annotated[BucketSoftmaxState, Tag("buckets/softmax")]
-    | Annotated[StreamSoftmaxState, Tag("streams/softmax")],
+    | Annotated[StreamSoftmaxState, Tag("streams/softmax")]
+    | Annotated[DoReMiState, Tag("streams/doremi")],
     Discriminator(_tag),
 ]
 """Any re-weighting state, tagged on (unit, method)."""
 
-_ADAPTER: TypeAdapter[BucketSoftmaxState | StreamSoftmaxState] = TypeAdapter(DynamicState)
+_ADAPTER: TypeAdapter[BucketSoftmaxState | StreamSoftmaxState | DoReMiState] = TypeAdapter(
+    DynamicState
+)
 
 
-def parse_dynamic_state(saved: Any) -> BucketSoftmaxState | StreamSoftmaxState:
+def parse_dynamic_state(saved: Any) -> BucketSoftmaxState | StreamSoftmaxState | DoReMiState:
     """Check and read a saved re-weighting state (a model is returned as is). Deterministic.
 
     Extra keys are ignored.
@@ -223,7 +289,7 @@ def parse_dynamic_state(saved: Any) -> BucketSoftmaxState | StreamSoftmaxState:
         ResumeError: ``checkpoint curriculum state: ...`` naming the missing or mistyped key
             (``dynamic.probs``), or the (unit, method) no model reads.
     """
-    if isinstance(saved, BucketSoftmaxState | StreamSoftmaxState):
+    if isinstance(saved, BucketSoftmaxState | StreamSoftmaxState | DoReMiState):
         return saved
     try:
         return _ADAPTER.validate_python(saved)

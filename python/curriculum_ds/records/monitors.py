@@ -21,6 +21,10 @@ tag                                 value
 ``curriculum/stream_weights/<name>`` with ``dynamic.unit: "streams"``, instead: stream
                                     ``name``'s weight after a recompute, at its step (only the
                                     streams of the recompute's phase)
+``curriculum/average_weights/<name>`` ``method: "doremi"``: the running mean of stream
+                                    ``name``'s weight over the phase (DoReMi's output)
+``curriculum/loss_weights/<name>``  ``apply: "loss"``: stream ``name``'s loss weight from the
+                                    next step on
 ``curriculum/eval/loss``            an evaluation's loss over all eval tokens (nats)
 ``curriculum/eval/<name>/loss``     an evaluation's loss on eval stream ``name`` (nats)
 =================================== ==========================================================
@@ -161,6 +165,11 @@ def step_events(record: MetricsRow) -> list[Event]:
     return events
 
 
+PER_STREAM_FIELDS = ("average_weights", "loss_weights")
+"""A streams history row's per-stream values other than ``weights`` that the monitors get, as
+``curriculum/<field>/<name>``: a method's own quantities (DoReMi's average, its loss weights)."""
+
+
 def bucket_events(record: HistoryRow) -> list[Event]:
     """The events of one ``curriculum_history.jsonl`` row (a re-weighting recompute).
 
@@ -171,15 +180,20 @@ def bucket_events(record: HistoryRow) -> list[Event]:
 
     Returns:
         ``curriculum/bucket_probs/<i>`` for each bucket i, or ``curriculum/stream_weights/
-        <name>`` for each stream of a streams row; x = ``record["step"]``. Deterministic.
+        <name>`` for each stream of a streams row, and the row's other per-stream values
+        (:data:`PER_STREAM_FIELDS`: ``curriculum/<field>/<name>``); x = ``record["step"]``.
+        Deterministic.
     """
     step = int(record["step"])
     weights = record["weights"]
     if record.get("unit") == "streams":
         names = record.get("streams") or []
+        per_stream = [("stream_weights", weights)]
+        per_stream += [(f, record[f]) for f in PER_STREAM_FIELDS if record.get(f) is not None]  # type: ignore[literal-required]
         return [
-            (f"{PREFIX}/stream_weights/{name}", float(w), step)
-            for name, w in zip(names, weights, strict=True)
+            (f"{PREFIX}/{tag}/{name}", float(w), step)
+            for tag, values in per_stream
+            for name, w in zip(names, values, strict=True)
         ]
     return [(f"{PREFIX}/bucket_probs/{i}", float(p), step) for i, p in enumerate(weights)]
 

@@ -230,6 +230,17 @@ class HistoryRow(TypedDict):
     kept_previous: NotRequired[bool]
     """True when the previous weights were kept (an empty window; for learnability, no earlier
     recompute in the phase yet)."""
+    apply: NotRequired[str]
+    """``method: "doremi"``: what the weights drive, ``"sampling"`` or ``"loss"``."""
+    average_weights: NotRequired[list[float]]
+    """``method: "doremi"``: the running mean of the weights over the phase (the initial weights
+    and every update): DoReMi's output (``curriculum-ds mix``)."""
+    loss_weights: NotRequired[list[float]]
+    """``apply: "loss"``: each stream's loss weight from the next step on, ``(w/p) / Σ(w/p)``."""
+    eta: NotRequired[float]
+    """``method: "doremi"``: ``dynamic.doremi.eta``."""
+    epsilon: NotRequired[float]
+    """``method: "doremi"``: ``dynamic.doremi.epsilon``."""
 
 
 class TraceRow(TypedDict):

@@ -98,7 +98,8 @@ def _names(streams) -> list[str]:
 def test_the_noisy_domain_arms_differ_only_in_their_signal():
     """Every arm trains one phase on the three streams at their natural token shares (noise a
     sizeable part) and is evaluated on all three; the re-weighting arms share the base's window,
-    cadence and floor (unit streams) and differ only in their signal and its temperature."""
+    cadence and floor (unit streams) and differ only in their signal and its temperature; a
+    named method's arm (issue 33) shares their window and cadence."""
     spec = json.loads((EXPERIMENTS / "noisy_domain.json").read_text())
     assert spec["reference"] == "natural"
     assert set(spec["arms"]) == {
@@ -106,6 +107,7 @@ def test_the_noisy_domain_arms_differ_only_in_their_signal():
         "streams_loss",
         "streams_excess",
         "streams_learnability",
+        "doremi",
     }
     arms = {arm: _arm("noisy_domain", arm) for arm in spec["arms"]}
     for arm, c in arms.items():
@@ -125,6 +127,15 @@ def test_the_noisy_domain_arms_differ_only_in_their_signal():
     assert signals["streams_loss"] == ("loss", None)
     assert signals["streams_excess"] == ("excess_loss", "ref_loss")
     assert signals["streams_learnability"] == ("learnability", None)
+    assert signals["doremi"] == ("excess_loss", "ref_loss")
+    assert arms["doremi"].dynamic.method == "doremi"
+    softmax = {arm: c for arm, c in arms.items() if c.dynamic.method == "softmax"}
+    for c in arms.values():
+        cadence = (c.dynamic.window, c.dynamic.recompute_every_n_steps)
+        assert cadence == (
+            arms["natural"].dynamic.window,
+            arms["natural"].dynamic.recompute_every_n_steps,
+        )
     shared = {
         json.dumps(
             c.dynamic.model_dump(
@@ -138,7 +149,7 @@ def test_the_noisy_domain_arms_differ_only_in_their_signal():
                 },
             )
         )
-        for c in arms.values()
+        for c in softmax.values()
     }
     assert len(shared) == 1
 

@@ -151,3 +151,17 @@ def test_a_streams_recompute_gives_stream_weights_by_name():
     }
     # an old row without unit, and a buckets row, keep their bucket tags
     assert bucket_events({**HISTORY, "unit": "buckets"}) == bucket_events(HISTORY)  # type: ignore[typeddict-item]
+
+
+def test_a_doremi_recompute_also_gives_its_average_and_loss_weights_by_name():
+    row = {"step": 12, "phase": 0, "phase_name": "mix", "unit": "streams", "method": "doremi",
+           "streams": ["code", "noise"], "weights": [0.7, 0.3], "average_weights": [0.6, 0.4],
+           "loss_weights": [0.8, 0.2], "num_non_finite": 0, "scores": [1.0, 0.0]}  # fmt: skip
+    assert _series(bucket_events(row)) == {  # type: ignore[arg-type]
+        "curriculum/stream_weights/code": {12: 0.7},
+        "curriculum/stream_weights/noise": {12: 0.3},
+        "curriculum/average_weights/code": {12: 0.6},
+        "curriculum/average_weights/noise": {12: 0.4},
+        "curriculum/loss_weights/code": {12: 0.8},
+        "curriculum/loss_weights/noise": {12: 0.2},
+    }
