@@ -185,7 +185,7 @@ class FileReweighter:
         self.num_recomputes = 0
         self.run_dir: Path | None = None
         self._resumed: bool | None = None  # set by the first start_phase of this process
-        self._journal: MixtureJournal | None = None  # rank 0, opened at the first boundary
+        self._journal: MixtureJournal | None = None  # rank 0, opened by the first start_phase
         self._last_reason: str | None = None  # rank 0: a refusal is printed once while it lasts
 
     @property
@@ -199,8 +199,9 @@ class FileReweighter:
         Args:
             view: the new phase; its ``run_dir`` is where the journal lives.
             saved: a :meth:`state` from a checkpoint, or None. The first phase start of the
-                process with a saved state makes it a resume (the journal is replayed), without
-                one a fresh start (the journal is emptied at the first boundary).
+                process opens the journal (collective): with a saved state it is a resume (the
+                journal is replayed), without one a fresh start (the journal is emptied now, so
+                no later resume of this run can replay an earlier run's lines).
 
         Returns:
             An empty :class:`MixtureUpdate` (the loader restores its own proportions on a
@@ -209,6 +210,7 @@ class FileReweighter:
         Raises:
             ConfigError: the run has no run directory for the journal (a loop of one's own
                 without :class:`~curriculum_ds.RunDir`: set ``curriculum.run_dir``).
+            CurriculumError: the journal cannot be opened (on every rank).
         """
         if view.run_dir is None:
             raise ConfigError(
@@ -219,6 +221,7 @@ class FileReweighter:
         self.run_dir = view.run_dir
         if self._resumed is None:
             self._resumed = saved is not None
+            decide_on_rank0(self._open_journal)
         self.phase_idx = view.phase_idx
         self.stream_names = list(view.stream_names)
         self.probs = np.asarray(view.proportions, dtype=np.float64).copy()
@@ -275,7 +278,8 @@ class FileReweighter:
 
     def _decide(self, global_step: int) -> dict[str, Any]:
         """Rank 0: the journal's decision for ``global_step``, or a read journaled now."""
-        journal = self._open_journal()
+        journal = self._journal
+        assert journal is not None  # opened by the first start_phase, on rank 0
         entry = journal.entry(global_step)
         if entry is not None:
             stale = self._stale(entry)
@@ -326,11 +330,10 @@ class FileReweighter:
             return "weights"
         return None
 
-    def _open_journal(self) -> MixtureJournal:
-        if self._journal is None:
-            assert self.run_dir is not None  # start_phase refuses a run without one
-            self._journal = MixtureJournal.open(self.run_dir, fresh=not self._resumed)
-        return self._journal
+    def _open_journal(self) -> None:
+        """Rank 0: open the run directory's journal (emptied on a fresh start)."""
+        assert self.run_dir is not None  # start_phase refuses a run without one
+        self._journal = MixtureJournal.open(self.run_dir, fresh=not self._resumed)
 
     def state(self) -> StreamFileState:
         """Everything a resume needs (:class:`~curriculum_ds.dynamic.state.StreamFileState`).

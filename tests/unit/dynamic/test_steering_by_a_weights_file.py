@@ -200,7 +200,7 @@ def test_only_boundaries_read_the_file(tmp_path):
     method = _started(tmp_path)
     _write(tmp_path / "mix.json", {"code": 1, "web": 1, "books": 1})
     assert [method.maybe_recompute(s) is None for s in (1, 3, 5)] == [True] * 3
-    assert not (tmp_path / "run" / JOURNAL_NAME).exists()
+    assert _journal(tmp_path) == []
     assert method.maybe_recompute(EVERY) is not None
     assert [r["step"] for r in _journal(tmp_path)] == [EVERY]
     assert method.num_recomputes == 1
@@ -263,6 +263,7 @@ def test_a_fresh_start_empties_the_journal_of_a_used_run_dir(tmp_path):
     first.maybe_recompute(EVERY)
     _write(tmp_path / "mix.json", {"code": 3, "web": 1, "books": 1})
     again = _started(tmp_path)  # no saved state: a fresh start, nothing replayed
+    assert _journal(tmp_path) == []  # emptied at the start, before any boundary
     update = again.maybe_recompute(EVERY)
     assert update is not None
     assert update.proportions is not None
@@ -303,11 +304,16 @@ def test_a_journal_line_of_other_streams_is_read_again_with_one_line(tmp_path, c
 def test_an_unwritable_journal_stops_the_update_before_it_is_applied(tmp_path):
     (tmp_path / "run").write_text("a file where the run dir should be")
     method = make_reweighter(_cfg(tmp_path / "mix.json"))
-    method.start_phase(_view(tmp_path / "run"), None)
-    _write(tmp_path / "mix.json", {"code": 1, "web": 1, "books": 1})
-    with pytest.raises(CurriculumError, match="run"):
-        method.maybe_recompute(EVERY)
-    assert method.probs.tolist() == NATURAL.tolist()  # nothing applied without its journal line
+    with pytest.raises(CurriculumError, match="run"):  # the journal opens at the phase start
+        method.start_phase(_view(tmp_path / "run"), None)
+    ok = _started(tmp_path / "ok")
+    _write(tmp_path / "ok" / "mix.json", {"code": 1, "web": 1, "books": 1})
+    journal = tmp_path / "ok" / "run" / JOURNAL_NAME
+    journal.unlink()
+    journal.mkdir()  # a journal that cannot be appended (a folder: refused to root as well)
+    with pytest.raises(CurriculumError, match=JOURNAL_NAME):
+        ok.maybe_recompute(EVERY)
+    assert ok.probs.tolist() == NATURAL.tolist()  # nothing applied without its journal line
 
 
 def test_a_run_without_a_run_dir_is_one_line(tmp_path):
