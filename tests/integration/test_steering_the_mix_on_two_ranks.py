@@ -9,7 +9,7 @@ after step 10. In the session's shared launched job (``tests/shared_job.py``), i
 * the weights change at the boundary after each edit (steps 6 and 9) and apply from the next
   step's batch; the boundaries without a file (3, 12, 15) keep the previous weights, each
   problem in one line; the history holds both files' sha256;
-* both ranks hold bit-identical weights;
+* both ranks compute every boundary's row alike and end with bit-identical weights;
 * run B, killed (SIGKILL) after step 10 and resumed with ``--resume auto`` from its step-8
   checkpoint with its weights file DELETED, replays step 9's decision from
   ``mixture_journal.jsonl`` and reads the (missing) file again past the journal's end: the same
@@ -93,8 +93,9 @@ def _runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
 
     common = ("--save-interval", "4", "--trace-samples")
     deleted = (f"--mix-file-at={KILL_AFTER}:-:{files[a]}",)
+    dumps = ("--dump-state", str(a / "dump"), "--dump-history", str(a / "ranks"))
     outputs = yield [
-        Run(configs[a], a, (*common, *steered(a), *deleted, "--dump-state", str(a / "dump"))),
+        Run(configs[a], a, (*common, *steered(a), *deleted, *dumps)),
         Run(configs[b], b, (*common, *steered(b), "--kill-after-step", str(KILL_AFTER))),
     ]
     killed = {
@@ -174,6 +175,9 @@ def test_the_journal_has_every_boundarys_decision_before_the_run_moved_on(runs):
 
 
 def test_both_ranks_hold_the_same_weights(runs):
+    # every boundary's row, as each rank computed it (rank 0 alone writes the history)
+    rows = [read_jsonl(runs["A"] / "ranks" / f"rank{r}_history.jsonl") for r in (0, 1)]
+    assert rows[0] == rows[1] == history(runs["A"])
     dump = runs["A"] / "dump"
     rank0 = torch.load(dump / "rank0_dynamic.pt", weights_only=False)
     rank1 = torch.load(dump / "rank1_dynamic.pt", weights_only=False)
