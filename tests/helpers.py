@@ -26,6 +26,7 @@ FAULT_FLAGS = frozenset(
         "--dump-state",
         "--dump-sample-losses",
         "--nan-loss",
+        "--mix-file-at",
         "--sigterm-at",
         "--truncate-shard",
     }

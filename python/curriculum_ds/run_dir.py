@@ -123,6 +123,7 @@ class RunDir:
         from curriculum_ds.records.progress import StepLogger, banner, schedule_bar
 
         curriculum = self.curriculum
+        curriculum.run_dir = self.run_dir  # where a method keeps its own files (file's journal)
         self._is_main = dist.get_rank() == 0
         if self._is_main and self._take_lock:
             self._lock = lock_run_dir(self.run_dir)

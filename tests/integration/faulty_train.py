@@ -17,6 +17,9 @@ Run by the launcher as ``--module faulty_train`` (tests/ on PYTHONPATH) with the
   the preemption writes is being published (``latest`` not yet moved).
 * ``--truncate-shard STEP:PATH``: once step STEP is finished, rank 0 truncates the shard file
   PATH to 1000 bytes in place (``truncate -s 1000``: a shard changed under the run).
+* ``--mix-file-at STEP:SRC:DST`` (repeatable): once step STEP is finished, rank 0 copies the
+  file SRC over DST (a temporary file renamed over it, as an operator's editor saves), or with
+  SRC ``-`` deletes DST: an operator steering a ``dynamic.method: "file"`` run, at a known step.
 * ``--dump-state DIR``: when the run ends, write the full parameters (gathered under ZeRO-3) to
   ``DIR/params.pt`` and each rank's dynamic re-weighting state to ``DIR/rank{r}_dynamic.pt``;
   for a HF model also ``DIR/logits.pt``: the engine's logits on a fixed batch
@@ -141,6 +144,31 @@ def install_truncate_shard(spec: str) -> None:
     Step.finish = finish_and_truncate  # type: ignore[method-assign]
 
 
+def install_mix_file_edits(specs: list[str]) -> None:
+    """``STEP:SRC:DST`` each: after step STEP, rank 0 puts SRC's bytes at DST (``-``: deletes)."""
+    import torch.distributed as dist
+
+    edits: dict[int, list[tuple[str, Path]]] = {}
+    for spec in specs:
+        step_text, src, dst = spec.split(":", 2)
+        edits.setdefault(int(step_text), []).append((src, Path(dst)))
+    finish = Step.finish
+
+    def finish_and_edit(self: Step) -> dict[str, Any]:
+        record = finish(self)
+        if dist.get_rank() == 0:
+            for src, dst in edits.get(self.global_step, []):
+                if src == "-":
+                    dst.unlink(missing_ok=True)
+                    continue
+                tmp = dst.with_name(dst.name + ".tmp")
+                tmp.write_bytes(Path(src).read_bytes())
+                os.replace(tmp, dst)
+        return record
+
+    Step.finish = finish_and_edit  # type: ignore[method-assign]
+
+
 def install_sigterm(spec: str) -> None:
     """``RANK:STEP``: SIGTERM to this process mid-step, and again during the preemption save."""
     import torch.distributed as dist
@@ -198,10 +226,9 @@ def dump_state(out: Path) -> None:
     dump_logits(engine, out)
     if curriculum.dynamic is not None:
         dynamic = curriculum.dynamic
-        torch.save(
-            dynamic.state().to_dict() | {"window_values": dynamic.window.values()},
-            out / f"rank{dist.get_rank()}_dynamic.pt",
-        )
+        window = getattr(dynamic, "window", None)  # a method without a window: its state alone
+        extra = {} if window is None else {"window_values": window.values()}
+        torch.save(dynamic.state().to_dict() | extra, out / f"rank{dist.get_rank()}_dynamic.pt")
     dist.barrier()
 
 
@@ -259,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nan-loss")
     p.add_argument("--sigterm-at")
     p.add_argument("--truncate-shard")
+    p.add_argument("--mix-file-at", action="append", default=[])
     faults, rest = p.parse_known_args(sys.argv[1:] if argv is None else argv)
     install(faults.kill_after_step, faults.kill_during_save)
     if faults.sigterm_at is not None:
@@ -273,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         install_dump_history(faults.dump_history)
     if faults.truncate_shard is not None:
         install_truncate_shard(faults.truncate_shard)
+    if faults.mix_file_at:
+        install_mix_file_edits(faults.mix_file_at)
     code = train.main(rest)
     if code == 0 and faults.dump_state is not None:
         dump_state(faults.dump_state)

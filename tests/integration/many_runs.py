@@ -5,9 +5,9 @@ own ``--deepspeed_config`` and ``--local_rank`` are passed on to every run). ``F
 list of runs, each ``{"argv": [...], "log": PATH, "may_fail": bool}`` (``"log": null``: the run
 writes to the job's own stdout and stderr, and no exit-code file): the arguments of
 ``curriculum_ds.train`` (its own ``--deepspeed_config``, ``--run-dir`` ...) plus, optionally,
-``--dump-state DIR``, ``--dump-history DIR``, ``--nan-loss RANK:STEPS`` and
-``--truncate-shard STEP:PATH`` of
-``faulty_train`` (the methods it replaces are put back after the run), and for the last run
+``--dump-state DIR``, ``--dump-history DIR``, ``--nan-loss RANK:STEPS``,
+``--truncate-shard STEP:PATH`` and ``--mix-file-at STEP:SRC:DST`` of ``faulty_train`` (the
+methods they replace are put back after the run), and for the last run
 ``--kill-after-step N``, ``--kill-during-save N`` or ``--kill-during-prune N`` (the SIGKILL ends
 the job, as it ends a launch of its own).
 
@@ -65,6 +65,7 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
     p.add_argument("--kill-during-prune", type=int)
     p.add_argument("--nan-loss")
     p.add_argument("--truncate-shard")
+    p.add_argument("--mix-file-at", action="append", default=[])
     faults, rest = p.parse_known_args(argv)
     unknown = [a for a in rest if a.split("=")[0] in _OTHER_FAULTS]
     if unknown:
@@ -83,6 +84,8 @@ def _run(argv: list[str], log: Path | None, *, last: bool) -> int:
         faulty_train.install_truncate_shard(faults.truncate_shard)
     if faults.dump_history is not None:
         faulty_train.install_dump_history(faults.dump_history)
+    if faults.mix_file_at:
+        faulty_train.install_mix_file_edits(faults.mix_file_at)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)

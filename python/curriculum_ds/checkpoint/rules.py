@@ -185,7 +185,7 @@ def _check_dynamic_unchanged(
             f"curriculum.dynamic.num_buckets: {where}, which ran with {saved_buckets} buckets, "
             f"not {dynamic.num_buckets}; it cannot change before that phase ends"
         )
-    if saved_window != dynamic.window:
+    if saved_window is not None and saved_window != dynamic.window:  # None: a method without one
         raise ResumeError(
             f"curriculum.dynamic.window: {where}, whose rolling window holds {saved_window} "
             f"losses, not {dynamic.window}; it cannot change before that phase ends"

@@ -22,7 +22,10 @@ Module map:
   (weights over the phase's streams that replace its proportions), and its rolling window of
   signals by stream;
 * ``doremi.py``: :class:`DoReMiReweighter`, ``"doremi"`` over ``"streams"`` (DoReMi's
-  exponentiated-gradient step on the clipped excess loss, and the running mean of its weights).
+  exponentiated-gradient step on the clipped excess loss, and the running mean of its weights);
+* ``steering.py``: :class:`FileReweighter`, ``"file"``: an operator's weights file, read on
+  rank 0 at each boundary, journaled (``mixture_journal.jsonl``) and replayed on a resume;
+* ``rank0.py``: :func:`decide_on_rank0`, a decision of global rank 0 broadcast to every rank.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from __future__ import annotations
 from curriculum_ds.dynamic.buckets import BucketReweighter, bucket_scores
 from curriculum_ds.dynamic.doremi import DoReMiReweighter
 from curriculum_ds.dynamic.protocol import Reweighter
+from curriculum_ds.dynamic.rank0 import decide_on_rank0
 from curriculum_ds.dynamic.registry import make_reweighter, methods, register
 from curriculum_ds.dynamic.state import DynamicState, parse_dynamic_state
+from curriculum_ds.dynamic.steering import FileReweighter
 from curriculum_ds.dynamic.streams import StreamReweighter
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.dynamic.weights import FLOOR_SLACK, bucket_probs, mixture_probs
@@ -41,12 +46,14 @@ __all__ = [
     "BucketReweighter",
     "DoReMiReweighter",
     "DynamicState",
+    "FileReweighter",
     "MixtureUpdate",
     "PhaseView",
     "Reweighter",
     "StreamReweighter",
     "bucket_probs",
     "bucket_scores",
+    "decide_on_rank0",
     "make_reweighter",
     "methods",
     "mixture_probs",

@@ -29,6 +29,8 @@ __all__ = [
     "DoReMiState",
     "DoReMiSubState",
     "DynamicState",
+    "FileSourceState",
+    "StreamFileState",
     "StreamSoftmaxState",
     "StreamWindowState",
     "parse_dynamic_state",
@@ -249,10 +251,64 @@ class DoReMiState(_Common):
         }
 
 
-_MODELS: tuple[type[BucketSoftmaxState] | type[StreamSoftmaxState] | type[DoReMiState], ...] = (
+class FileSourceState(SavedModel):
+    """``method: "file"``'s own keys: the weights file and the last content applied from it.
+
+    Attributes:
+        path: ``dynamic.file.path`` of the run that saved it.
+        sha256: hex sha256 of the file content whose weights hold now (None: none applied in
+            the phase yet, the phase's proportions hold).
+    """
+
+    path: str
+    sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: ``path``, ``sha256``."""
+        return {"path": self.path, "sha256": self.sha256}
+
+
+class StreamFileState(_Common):
+    """The state of ``method: "file"`` over ``unit: "streams"`` (``FileReweighter``).
+
+    The weights now (``probs``), the recompute count, the phase and the file's sub-state; no
+    window (the file method reads no loss). What the run decided at each boundary is in the run
+    directory's ``mixture_journal.jsonl``, which a resume replays.
+
+    Attributes:
+        file: the weights file and the sha256 of the content applied last.
+    """
+
+    unit: ClassVar[str] = "streams"
+    method: ClassVar[str] = "file"
+
+    file: FileSourceState
+
+    @property
+    def window_capacity(self) -> None:
+        """None: no rolling window (``dynamic.window`` does not apply)."""
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form, in its order (``file``: ``path``, ``sha256``)."""
+        return {
+            "unit": self.unit,
+            "method": self.method,
+            "phase_idx": self.phase_idx,
+            "probs": self.probs,
+            "num_recomputes": self.num_recomputes,
+            "file": self.file.to_dict(),
+        }
+
+
+_Saved = BucketSoftmaxState | StreamSoftmaxState | DoReMiState | StreamFileState
+"""Every state model (the union :data:`DynamicState` tags)."""
+
+_MODELS: tuple[type[_Saved], ...] = (
     BucketSoftmaxState,
     StreamSoftmaxState,
     DoReMiState,
+    StreamFileState,
 )
 TAGS = frozenset(f"{m.unit}/{m.method}" for m in _MODELS)
 """``"unit/method"`` of every state model (pydantic's tags: not part of a key's path)."""
@@ -270,17 +326,16 @@ def _tag(value: Any) -> str | None:
 DynamicState = Annotated[
     Annotated[BucketSoftmaxState, Tag("buckets/softmax")]
     | Annotated[StreamSoftmaxState, Tag("streams/softmax")]
-    | Annotated[DoReMiState, Tag("streams/doremi")],
+    | Annotated[DoReMiState, Tag("streams/doremi")]
+    | Annotated[StreamFileState, Tag("streams/file")],
     Discriminator(_tag),
 ]
 """Any re-weighting state, tagged on (unit, method)."""
 
-_ADAPTER: TypeAdapter[BucketSoftmaxState | StreamSoftmaxState | DoReMiState] = TypeAdapter(
-    DynamicState
-)
+_ADAPTER: TypeAdapter[_Saved] = TypeAdapter(DynamicState)
 
 
-def parse_dynamic_state(saved: Any) -> BucketSoftmaxState | StreamSoftmaxState | DoReMiState:
+def parse_dynamic_state(saved: Any) -> _Saved:
     """Check and read a saved re-weighting state (a model is returned as is). Deterministic.
 
     Extra keys are ignored.
@@ -289,7 +344,7 @@ def parse_dynamic_state(saved: Any) -> BucketSoftmaxState | StreamSoftmaxState |
         ResumeError: ``checkpoint curriculum state: ...`` naming the missing or mistyped key
             (``dynamic.probs``), or the (unit, method) no model reads.
     """
-    if isinstance(saved, BucketSoftmaxState | StreamSoftmaxState | DoReMiState):
+    if isinstance(saved, BucketSoftmaxState | StreamSoftmaxState | DoReMiState | StreamFileState):
         return saved
     try:
         return _ADAPTER.validate_python(saved)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,8 @@ class PhaseView:
         num_samples: Samples per stream, ``(K,)``.
         metrics: Per stream, its metric columns by name (``num_tokens``, ``prepare``'s
             difficulty columns, ``score``'s reference losses), each ``(num_samples,)``.
+        run_dir: The run directory (``Curriculum.run_dir``), where a method keeps a file of
+            its own (``file``'s journal); None when the loop keeps none.
     """
 
     phase_idx: int
@@ -40,6 +43,7 @@ class PhaseView:
     proportions: npt.NDArray[np.float64]
     num_samples: tuple[int, ...]
     metrics: tuple[Mapping[str, npt.NDArray[Any]], ...]
+    run_dir: Path | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -84,6 +84,7 @@ class CurriculumCallback(TrainerCallback):
     ) -> None:
         """Build the curriculum (engine ready, checkpoint loaded) and open the records."""
         curriculum = self._trainer.feed.start()
+        curriculum.run_dir = Path(str(args.output_dir))  # where file's journal is kept
         if state.is_world_process_zero:
             self._log = RunLog(
                 Path(str(args.output_dir)),

@@ -11,6 +11,7 @@ counters), so every rank draws the same batch and takes its own slice.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,10 @@ class Curriculum(CheckpointingMixin):
             micro-batch per rank, micro-batches per step per rank, and samples per optimizer step
             over all ranks.
         dynamic: the re-weighting state, or None when ``dynamic.enabled`` is false.
+        run_dir: the run directory the loop keeps its records in, or None. ``RunDir`` and
+            ``CurriculumTrainer`` (its ``output_dir``) set it; a loop of one's own sets it
+            before the first step when a method keeps a file there (``dynamic.method: "file"``
+            journals its reads in ``run_dir/mixture_journal.jsonl``).
         global_step: optimizer steps finished (0 before the first; restored on resume).
         consumed_tokens / consumed_samples: non-padding input tokens and samples consumed, global.
         progress: cumulative progress in the schedule's unit (int tokens, or a Fraction of
@@ -110,6 +115,7 @@ class Curriculum(CheckpointingMixin):
         self._counts = SkipCounts()
         self.monitor = CurriculumMonitor.for_engine(engine)
         self.resumed_from: Path | None = None
+        self.run_dir: str | Path | None = None
         self._loader: PhaseLoader | None = None
         # what the next phase loader built restores (then None): set by a resume
         self._pending_loader: LoaderState | None = None
@@ -303,7 +309,9 @@ class Curriculum(CheckpointingMixin):
             num_buckets=num_buckets,
         )
         if self.dynamic is not None:
-            loader.apply(self.dynamic.start_phase(loader.view(), self._pending_dynamic))
+            run_dir = None if self.run_dir is None else Path(self.run_dir)
+            view = replace(loader.view(), run_dir=run_dir)
+            loader.apply(self.dynamic.start_phase(view, self._pending_dynamic))
         saved = self._pending_loader
         if saved is not None and saved.phase_idx == phase_idx:
             loader.restore(saved)

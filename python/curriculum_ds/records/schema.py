@@ -241,6 +241,11 @@ class HistoryRow(TypedDict):
     """``method: "doremi"``: ``dynamic.doremi.eta``."""
     epsilon: NotRequired[float]
     """``method: "doremi"``: ``dynamic.doremi.epsilon``."""
+    reason: NotRequired[str]
+    """``method: "file"``, with ``kept_previous``: why the file's read was refused (one line)."""
+    source: NotRequired[dict[str, str | None]]
+    """``method: "file"``: the weights file as read at this recompute, ``{"path", "sha256"}``
+    (``sha256`` of its bytes; None when it could not be read)."""
 
 
 class TraceRow(TypedDict):
