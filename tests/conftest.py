@@ -24,6 +24,21 @@ def no_token_reader(monkeypatch):
     )
 
 
+_LOCAL_RANK_AT_START = os.environ.get("LOCAL_RANK")
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_local_rank(monkeypatch):
+    """Each test starts with the session's ``LOCAL_RANK``: a test that ran the reference loop in
+    process left it set (``distributed.resolve_local_rank`` sets it, as the launcher would),
+    which makes the next test look like a launched rank."""
+    if os.environ.get("LOCAL_RANK") != _LOCAL_RANK_AT_START:
+        if _LOCAL_RANK_AT_START is None:
+            monkeypatch.delenv("LOCAL_RANK")
+        else:
+            monkeypatch.setenv("LOCAL_RANK", _LOCAL_RANK_AT_START)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_stale_shared_memory():
     """Start without the shared-memory files a killed run of an earlier session left behind

@@ -170,8 +170,8 @@ def test_a_state_of_an_unknown_unit_or_method_is_one_line():
         match=r"^checkpoint curriculum state: 'dynamic' is a 'zz/softmax' state; .*'streams/",
     ):
         parse_dynamic_state({**STREAMS, "unit": "zz"})
-    with pytest.raises(ResumeError, match=r"'dynamic' is a 'streams/doremi' state"):
-        parse_dynamic_state({**STREAMS, "method": "doremi"})
+    with pytest.raises(ResumeError, match=r"'dynamic' is a 'streams/zz' state"):
+        parse_dynamic_state({**STREAMS, "method": "zz"})
     with pytest.raises(
         ResumeError, match=r"^checkpoint curriculum state: 'dynamic' has the wrong type \(\[1\]\)$"
     ):
