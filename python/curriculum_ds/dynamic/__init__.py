@@ -18,6 +18,9 @@ Module map:
 * ``buckets.py``: :class:`BucketReweighter`, ``method: "softmax"`` over ``unit: "buckets"``
   (percentile buckets of the signal inside each stream; the Rust rolling window and bucketing
   kernels);
+* ``aioli.py`` + ``aioli_rule.py``, ``skillit.py`` + ``skillit_rule.py``: ``"aioli"`` and
+  ``"skillit"`` over ``"streams"``, which steer by held-out losses evaluated at their own steps
+  (:class:`ProbingReweighter`; ``eval_losses.py`` reads them by stream name);
 * ``streams.py`` + ``window.py``: :class:`StreamReweighter`, ``"softmax"`` over ``"streams"``
   (weights over the phase's streams that replace its proportions), and its rolling window of
   signals by stream;
@@ -27,10 +30,12 @@ Module map:
 
 from __future__ import annotations
 
+from curriculum_ds.dynamic.aioli import AioliReweighter
 from curriculum_ds.dynamic.buckets import BucketReweighter, bucket_scores
 from curriculum_ds.dynamic.doremi import DoReMiReweighter
-from curriculum_ds.dynamic.protocol import Reweighter
+from curriculum_ds.dynamic.protocol import ProbingReweighter, Reweighter
 from curriculum_ds.dynamic.registry import make_reweighter, methods, register
+from curriculum_ds.dynamic.skillit import SkillitReweighter
 from curriculum_ds.dynamic.state import DynamicState, parse_dynamic_state
 from curriculum_ds.dynamic.streams import StreamReweighter
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
@@ -38,12 +43,15 @@ from curriculum_ds.dynamic.weights import FLOOR_SLACK, bucket_probs, mixture_pro
 
 __all__ = [
     "FLOOR_SLACK",
+    "AioliReweighter",
     "BucketReweighter",
     "DoReMiReweighter",
     "DynamicState",
     "MixtureUpdate",
     "PhaseView",
+    "ProbingReweighter",
     "Reweighter",
+    "SkillitReweighter",
     "StreamReweighter",
     "bucket_probs",
     "bucket_scores",

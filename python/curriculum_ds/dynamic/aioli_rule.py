@@ -27,8 +27,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from curriculum_ds.core.loader import derive_seed
-
 __all__ = [
     "learn_params",
     "normalize_a",
@@ -36,6 +34,7 @@ __all__ = [
     "probe_mixtures",
     "probe_order",
     "round_weights",
+    "unmix",
 ]
 
 _ORDER_TAG = 0x41494F4C49  # "AIOLI": keeps the probe order's stream apart from the samplers'
@@ -62,7 +61,7 @@ def probe_order(
     global RNG; here the RNG is seeded from (run seed, phase, round), so every rank and every
     resume draws the same order.
     """
-    rng = np.random.default_rng(derive_seed(seed, _ORDER_TAG, phase_idx, round_idx))
+    rng = np.random.default_rng([seed, _ORDER_TAG, phase_idx, round_idx])  # a SeedSequence
     return np.concatenate([rng.permutation(num_streams) for _ in range(lp_rounds)]).astype(np.int64)
 
 
@@ -88,15 +87,26 @@ def learn_params(
         ``i`` in the mixture.
     """
     num_streams = len(loss_0)
-    graph = np.zeros((num_streams, num_streams), dtype=np.float64)
+    drops = np.zeros((num_streams, num_streams), dtype=np.float64)
     previous = np.asarray(loss_0, dtype=np.float64)
     for stream, after in zip(order, np.asarray(probe_losses, dtype=np.float64), strict=True):
-        graph[:, stream] += previous - after
+        drops[:, stream] += previous - after
         previous = after
-    graph /= lp_rounds
+    return unmix(drops, lp_rounds=lp_rounds, one_hot_factor=one_hot_factor)
+
+
+def unmix(
+    drops: npt.NDArray[np.float64], *, lp_rounds: int, one_hot_factor: float
+) -> npt.NDArray[np.float64]:
+    """``A`` from the summed drops ``G`` (``G[:, i]``: the drops after the probes of ``i``).
+
+    ``G / lp_rounds``, then each row solved against the probe mixtures (``W a = row``);
+    ``one_hot_factor = 1`` returns ``G / lp_rounds``.
+    """
+    graph = np.asarray(drops, dtype=np.float64) / lp_rounds
     if one_hot_factor == 1:
         return graph
-    mixtures = probe_mixtures(num_streams, one_hot_factor)
+    mixtures = probe_mixtures(len(graph), one_hot_factor)
     return np.stack([np.linalg.solve(mixtures, row) for row in graph])
 
 

@@ -24,11 +24,14 @@ from curriculum_ds.core.saved import FloatArray, Int, IntArray, SavedModel, refu
 
 __all__ = [
     "TAGS",
+    "AioliRoundState",
     "BucketSoftmaxState",
     "BucketWindowState",
     "DoReMiState",
     "DoReMiSubState",
     "DynamicState",
+    "StreamAioliState",
+    "StreamSkillitState",
     "StreamSoftmaxState",
     "StreamWindowState",
     "parse_dynamic_state",
@@ -249,10 +252,115 @@ class DoReMiState(_Common):
         }
 
 
-_MODELS: tuple[type[BucketSoftmaxState] | type[StreamSoftmaxState] | type[DoReMiState], ...] = (
+class _ReadsEvalState(_Common):
+    """What the methods that steer by held-out losses keep (Aioli, Skill-it).
+
+    Attributes:
+        prior: float64 ``(num_streams,)``, the phase's proportions at its start (``w_init``).
+        window_capacity: ``dynamic.window`` of the run that saved it (unused by the method;
+            kept so a resume's check of an unchanged window reads it as for every method).
+    """
+
+    unit: ClassVar[str] = "streams"
+    prior: FloatArray
+    window_capacity: Int
+
+    def _common_dict(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit,
+            "method": self.method,
+            "signal": self.signal,
+            "reference_metric": self.reference_metric,
+            "phase_idx": self.phase_idx,
+            "probs": self.probs,
+            "prior": self.prior,
+            "window_capacity": self.window_capacity,
+            "num_recomputes": self.num_recomputes,
+        }
+
+
+class AioliRoundState(SavedModel):
+    """An Aioli round in progress (its probes; ``AioliReweighter``).
+
+    Attributes:
+        start: the global step it started after (its first evaluation).
+        order: the streams its probes lean toward, in order (``K × lp_rounds``).
+        probes_done: probes finished (each followed by an evaluation).
+        loss_before: float64 ``(K,)``, the eval losses of the last evaluation.
+        drops: float64 ``(K·K,)``, row-major: ``G[j, i]``, the summed drops of stream ``j``'s
+            loss over the probes of stream ``i`` so far.
+    """
+
+    start: Int
+    order: IntArray
+    probes_done: Int
+    loss_before: FloatArray
+    drops: FloatArray
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: ``start``, ``order``, ``probes_done``, ``loss_before``, ``drops``."""
+        return {
+            "start": self.start,
+            "order": self.order,
+            "probes_done": self.probes_done,
+            "loss_before": self.loss_before,
+            "drops": self.drops,
+        }
+
+
+class StreamAioliState(_ReadsEvalState):
+    """The state of ``method: "aioli"`` (``AioliReweighter``).
+
+    Attributes:
+        rounds_started: rounds started in the phase (the next round's probe order draws on it).
+        smoothed: float64 ``(K·K,)`` row-major, the EMA of the normalised interaction matrix
+            (None before the phase's first round ends).
+        round: the round in progress (None between rounds).
+    """
+
+    method: ClassVar[str] = "aioli"
+
+    rounds_started: Int
+    smoothed: FloatArray | None = None
+    round: AioliRoundState | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: the common keys, ``rounds_started``, ``smoothed``, ``round``."""
+        return {
+            **self._common_dict(),
+            "rounds_started": self.rounds_started,
+            "smoothed": self.smoothed,
+            "round": None if self.round is None else self.round.to_dict(),
+        }
+
+
+class StreamSkillitState(_ReadsEvalState):
+    """The state of ``method: "skillit"`` (``SkillitReweighter``).
+
+    Attributes:
+        evals: the phase's last ``skillit.window`` evaluations, oldest first, float64 ``(K,)``
+            each.
+    """
+
+    method: ClassVar[str] = "skillit"
+
+    evals: Annotated[tuple[FloatArray, ...], _EMPTY_IF_NONE] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: the common keys and ``evals``."""
+        return {**self._common_dict(), "evals": list(self.evals)}
+
+
+_Any = (
+    BucketSoftmaxState | StreamSoftmaxState | DoReMiState | StreamAioliState | StreamSkillitState
+)
+
+_MODELS: tuple[type[_Any], ...] = (
     BucketSoftmaxState,
     StreamSoftmaxState,
     DoReMiState,
+    StreamAioliState,
+    StreamSkillitState,
 )
 TAGS = frozenset(f"{m.unit}/{m.method}" for m in _MODELS)
 """``"unit/method"`` of every state model (pydantic's tags: not part of a key's path)."""
@@ -270,17 +378,17 @@ def _tag(value: Any) -> str | None:
 DynamicState = Annotated[
     Annotated[BucketSoftmaxState, Tag("buckets/softmax")]
     | Annotated[StreamSoftmaxState, Tag("streams/softmax")]
-    | Annotated[DoReMiState, Tag("streams/doremi")],
+    | Annotated[DoReMiState, Tag("streams/doremi")]
+    | Annotated[StreamAioliState, Tag("streams/aioli")]
+    | Annotated[StreamSkillitState, Tag("streams/skillit")],
     Discriminator(_tag),
 ]
 """Any re-weighting state, tagged on (unit, method)."""
 
-_ADAPTER: TypeAdapter[BucketSoftmaxState | StreamSoftmaxState | DoReMiState] = TypeAdapter(
-    DynamicState
-)
+_ADAPTER: TypeAdapter[_Any] = TypeAdapter(DynamicState)
 
 
-def parse_dynamic_state(saved: Any) -> BucketSoftmaxState | StreamSoftmaxState | DoReMiState:
+def parse_dynamic_state(saved: Any) -> _Any:
     """Check and read a saved re-weighting state (a model is returned as is). Deterministic.
 
     Extra keys are ignored.
@@ -290,6 +398,8 @@ def parse_dynamic_state(saved: Any) -> BucketSoftmaxState | StreamSoftmaxState |
             (``dynamic.probs``), or the (unit, method) no model reads.
     """
     if isinstance(saved, BucketSoftmaxState | StreamSoftmaxState | DoReMiState):
+        return saved
+    if isinstance(saved, StreamAioliState | StreamSkillitState):
         return saved
     try:
         return _ADAPTER.validate_python(saved)

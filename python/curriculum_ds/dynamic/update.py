@@ -33,6 +33,8 @@ class PhaseView:
         num_samples: Samples per stream, ``(K,)``.
         metrics: Per stream, its metric columns by name (``num_tokens``, ``prepare``'s
             difficulty columns, ``score``'s reference losses), each ``(num_samples,)``.
+        seed: The run's seed (``curriculum.seed``), for a method that draws (Aioli's probe
+            order).
     """
 
     phase_idx: int
@@ -40,6 +42,7 @@ class PhaseView:
     proportions: npt.NDArray[np.float64]
     num_samples: tuple[int, ...]
     metrics: tuple[Mapping[str, npt.NDArray[Any]], ...]
+    seed: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

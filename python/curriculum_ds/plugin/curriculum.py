@@ -21,12 +21,12 @@ from curriculum_ds.core.lr_schedule import LRSchedule, apply_lr, optimizer_lr
 from curriculum_ds.core.position import Position
 from curriculum_ds.core.schedule import PhaseSchedule, Progress, progress_to_str
 from curriculum_ds.distributed import Topology
-from curriculum_ds.dynamic import DynamicState, make_reweighter
+from curriculum_ds.dynamic import DynamicState, ProbingReweighter, make_reweighter
 from curriculum_ds.errors import StepError
 from curriculum_ds.plugin.checkpointing import CheckpointingMixin
 from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
 from curriculum_ds.plugin.engine_like import EngineLike
-from curriculum_ds.plugin.evaluation import Evaluator
+from curriculum_ds.plugin.evaluation import Evaluator, probe_eval_config
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.prefetch import StepFeed, next_step_settled
@@ -34,7 +34,7 @@ from curriculum_ds.plugin.step import Step
 from curriculum_ds.records.monitors import CurriculumMonitor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     import numpy as np
     import numpy.typing as npt
@@ -141,6 +141,25 @@ class Curriculum(CheckpointingMixin):
             if self.config.eval is not None
             else None
         )
+        # a method that evaluates at its own steps (Aioli, Skill-it): its held-out streams
+        probe_cfg = (
+            probe_eval_config(self.config) if isinstance(self.dynamic, ProbingReweighter) else None
+        )
+        self._probe_evaluator = (
+            Evaluator(
+                probe_cfg,
+                self.schedule,
+                max_seq_len=max(p.train_loader.peak_seq_len for p in self.config.schedule),
+                micro_batch_size=self.micro_batch_size,
+                dp_rank=self.dp_rank,
+                dp_world_size=self.dp_world_size,
+            )
+            if probe_cfg is not None
+            else None
+        )
+        self.eval_forward: Callable[[MicroBatch], Any] | None = None
+        """``forward(mb) -> logits`` for the evaluations a re-weighting method runs at its own
+        steps, for a model not called as ``engine(input_ids, attention_mask=...)``."""
         # the last finished step: (progress before, progress after, phase_idx, phase_name);
         # None before any step of this process and once evaluate() ran after it
         self._last_span: tuple[Progress, Progress, int, str] | None = None
@@ -281,6 +300,9 @@ class Curriculum(CheckpointingMixin):
     ) -> None:
         """Decide the next step's batch now and read it ahead when it is settled (prefetch)."""
         recompute = self.config.dynamic.recompute_every_n_steps if self.dynamic else None
+        probing = isinstance(self.dynamic, ProbingReweighter)
+        if probing and self.dynamic.probe_due(self.global_step + 1):  # type: ignore[union-attr]
+            return  # the method evaluates after this step and may change the mixture
         if self.config.prefetch_micro_batches and next_step_settled(
             self.schedule, loader.phase_idx, self.progress, end,
             step=self.global_step + 1, recompute_every=recompute, evaluator=self.evaluator,
@@ -342,6 +364,7 @@ class Curriculum(CheckpointingMixin):
             prefetched=self._drawn[2],
             # a warmup: the length the step trained on
             seq_len=self._drawn[0] if is_ramp(loader.phase.train_loader.max_seq_len) else None,
+            probe=((lambda: self._probe(outcome)) if self._probe_evaluator is not None else None),
         )
         self.position, self._counts = done.position, done.counts
         if done.update is not None:  # a recompute: the loader applies it from the next draw
@@ -352,6 +375,23 @@ class Curriculum(CheckpointingMixin):
             if done.history is not None:
                 self.monitor.write_buckets(done.history)
         return done.metrics, done.history
+
+    def _probe(self, outcome: StepOutcome) -> Mapping[str, float]:
+        """A re-weighting method's own evaluation after ``outcome``'s step (not in eval.jsonl).
+
+        Its wall time is left out of ``tokens_per_s``, as a held-out evaluation's.
+        """
+        assert self._probe_evaluator is not None
+        row = self._probe_evaluator.evaluate(
+            self.engine,
+            self.eval_forward,
+            step=outcome.global_step,
+            tokens=self.consumed_tokens,
+            phase_idx=outcome.phase_idx,
+            phase_name=outcome.phase_name,
+        )
+        self._timer.leave_out(row["eval_time_s"])
+        return {n: s["loss"] for n, s in row["streams"].items() if s["loss"] is not None}
 
     # ------------------------------------------------------------------------- evaluation
     @property
