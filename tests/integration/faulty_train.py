@@ -198,8 +198,10 @@ def dump_state(out: Path) -> None:
     dump_logits(engine, out)
     if curriculum.dynamic is not None:
         dynamic = curriculum.dynamic
+        window = getattr(dynamic, "window", None)  # a method without a window: its state only
         torch.save(
-            dynamic.state().to_dict() | {"window_values": dynamic.window.values()},
+            dynamic.state().to_dict()
+            | ({} if window is None else {"window_values": window.values()}),
             out / f"rank{dist.get_rank()}_dynamic.pt",
         )
     dist.barrier()
