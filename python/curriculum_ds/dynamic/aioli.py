@@ -97,6 +97,8 @@ class AioliReweighter:
                 if saved.smoothed is not None:
                     self.smoothed = np.asarray(saved.smoothed, dtype=np.float64).reshape(k, k)
                 self.rounds_started, self.round = saved.rounds_started, saved.round
+                if self.round is not None and len(self.round.order) != self.num_probes:
+                    self.round = None  # lp_rounds changed: the round is dropped, not mixed
         return MixtureUpdate()
 
     def observe(self, batch: npt.NDArray[np.int64], losses: npt.NDArray[np.float64]) -> None:
