@@ -351,9 +351,7 @@ class StreamSkillitState(_ReadsEvalState):
         return {**self._common_dict(), "evals": list(self.evals)}
 
 
-_Any = (
-    BucketSoftmaxState | StreamSoftmaxState | DoReMiState | StreamAioliState | StreamSkillitState
-)
+_Any = BucketSoftmaxState | StreamSoftmaxState | DoReMiState | StreamAioliState | StreamSkillitState
 
 _MODELS: tuple[type[_Any], ...] = (
     BucketSoftmaxState,
