@@ -22,6 +22,11 @@ DoReMi's own checks: ``apply: "loss"`` keeps the sampling mix and makes each ste
 DoReMi run prints a ``train_loader`` whose proportions are the history's average, and a phase of
 it passes ``validate``.
 
+Aioli's and Skill-it's own checks: they evaluate held-out streams of the train streams' names
+at their own steps (a separate held-out set, ``eval_streams: "held"`` below), which write no
+``eval.jsonl``; Aioli's probes lean the batches toward each stream in turn and its killed run
+resumes from a checkpoint taken in the middle of a probe.
+
 From issue 33 (acceptance).
 """
 
@@ -59,6 +64,8 @@ class Arm:
     """Also run killed after :data:`KILL_AFTER` and resumed (one kill per method)."""
     keys: tuple[str, ...] = field(default=())
     """The method's own history keys, compared between the runs as the common ones."""
+    min_rows: int = 8
+    """History rows an uninterrupted run has at least."""
 
 
 ARMS: dict[str, Arm] = {
@@ -70,6 +77,26 @@ ARMS: dict[str, Arm] = {
         {"method": "doremi", "reference_metric": "ref_loss", "doremi": {"apply": "loss"}},
         kill=True,
         keys=("apply", "average_weights", "loss_weights", "eta", "epsilon"),
+    ),
+    "aioli": Arm(
+        {
+            "method": "aioli",
+            # rounds after steps 7, 14, 21: 3 probes of 2 steps, the learned mix for 1
+            "recompute_every_n_steps": 7,
+            "aioli": {
+                "lp_rounds": 1,
+                "probe_steps": 2,
+                "eval_streams": "held",
+                "eval_max_samples": 8,
+            },
+        },
+        kill=True,  # the step-8 checkpoint is inside the first probe (steps 8-9)
+        keys=("interaction", "probe_steps"),
+        min_rows=2,
+    ),
+    "skillit": Arm(
+        {"method": "skillit", "skillit": {"eval_streams": "held", "eval_max_samples": 8}},
+        keys=("eval_losses",),
     ),
 }
 """One row per method (a method adds its own): the arm's name → its :class:`Arm`."""
@@ -85,6 +112,10 @@ REFERENCE = {"text_a": 0.3, "text_b": 0.3, "noise": math.log(94)}
 
 def _curriculum(folders: dict[str, Path], dynamic: dict[str, Any]) -> dict[str, Any]:
     streams = [{"local": str(folders[n]), "name": n, "proportion": p} for n, p in NATURAL.items()]
+    section = dynamic.get(dynamic["method"])
+    if isinstance(section, dict) and section.get("eval_streams") == "held":
+        held_out = [{"local": str(folders[f"held/{n}"]), "name": n} for n in NATURAL]
+        dynamic = {**dynamic, dynamic["method"]: {**section, "eval_streams": held_out}}
     return {
         "max_duration": TOKENS,
         "seed": 5,
@@ -117,7 +148,17 @@ def _runs(root: Path) -> Generator[list[Run], Outputs, dict[str, Any]]:
         "noise": noise_docs(200, seed=13),
     }
     folders = {name: make_dataset(root, name, d) for name, d in docs.items()}
+    held_out = {  # the held-out streams of Aioli and Skill-it: other documents, the same names
+        "text_a": cycle_docs(16, "abcdefghijklmnopqrstuvwxyz ", seed=21),
+        "text_b": cycle_docs(16, "0123456789+-*/=", seed=22),
+        "noise": noise_docs(16, seed=23),
+    }
+    (root / "held").mkdir()
+    for name, d in held_out.items():
+        folders[f"held/{name}"] = make_dataset(root / "held", name, d)
     for name, folder in folders.items():
+        if name.startswith("held/"):
+            continue
         num = read_stream_info(str(folder)).num_samples
         write_metric_column(folder, "ref_loss", np.full(num, REFERENCE[name]))
     common = ("--save-interval", str(SAVE_INTERVAL), "--trace-samples")
@@ -164,7 +205,7 @@ def test_every_recompute_is_bit_identical_on_both_ranks(runs, arm):
     run_dir = runs["full"][arm]
     rank0 = read_jsonl(run_dir / "ranks" / "rank0_history.jsonl")
     rank1 = read_jsonl(run_dir / "ranks" / "rank1_history.jsonl")
-    assert len(rank0) >= 8
+    assert len(rank0) >= ARMS[arm].min_rows
     assert rank1 == rank0  # JSON floats: repr round-trips, so equal rows are equal bits
     assert _rows(history(run_dir), arm) == _rows(rank0, arm)
     assert all(r["method"] == ARMS[arm].dynamic["method"] for r in rank0)
@@ -181,6 +222,11 @@ def _assert_same_state(a: Any, b: Any, path: str = "dynamic") -> None:
         assert sorted(a) == sorted(b), path
         for key in a:
             _assert_same_state(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple), path
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_same_state(x, y, f"{path}[{i}]")
     elif isinstance(a, np.ndarray):
         assert a.dtype == b.dtype, path
         assert a.tobytes() == b.tobytes(), path
@@ -267,3 +313,45 @@ def test_mix_prints_the_doremi_average_as_a_loader_validate_accepts(runs):
     )
     checked = CliRunner().invoke(cli_main, ["validate", str(cfg)])
     assert checked.exit_code == 0, checked.output
+
+
+def test_aioli_probes_lean_toward_each_stream_and_its_rounds_weight_the_text(runs):
+    run_dir = runs["full"]["aioli"]
+    rows = history(run_dir)
+    assert [r["step"] for r in rows] == [13, 20]
+    assert all(r["probe_steps"] == 6 for r in rows)
+    steps = {row["step"]: row["streams"] for row in metrics(run_dir)}
+    for start in (7, 14):  # each probe's 2 steps: most tokens from its stream (0.625 of them)
+        leaned = []
+        for probe in range(3):
+            tokens = {n: 0 for n in NATURAL}
+            for step in (start + 2 * probe + 1, start + 2 * probe + 2):
+                for name, stream in steps[step].items():
+                    tokens[name] += stream["tokens"]
+            leaned.append(max(tokens, key=tokens.get))
+            assert tokens[leaned[-1]] / sum(tokens.values()) > 0.5, (start, probe, tokens)
+        assert sorted(leaned) == sorted(NATURAL)  # every stream probed once per round
+    for r in rows:
+        a = np.array(r["interaction"])
+        np.testing.assert_allclose(r["scores"], a.sum(axis=0), rtol=0, atol=0)
+        assert abs(sum(r["weights"]) - 1.0) <= 1e-12
+    assert not (run_dir / "eval.jsonl").exists()  # its evaluations are its own
+
+
+def test_skillit_updates_from_the_last_evaluations_of_the_held_out_streams(runs):
+    run_dir = runs["full"]["skillit"]
+    rows = history(run_dir)
+    assert [r["step"] for r in rows] == list(range(2, 2 * len(rows) + 1, 2))
+    assert [r["window_size"] for r in rows[:4]] == [1, 2, 3, 3]
+    natural = np.array(list(NATURAL.values()))
+    for i, r in enumerate(rows):
+        window = [rows[j]["eval_losses"] for j in range(max(0, i - 2), i + 1)]
+        summed = np.sum(window, axis=0)  # the identity graph
+        np.testing.assert_allclose(r["scores"], summed, rtol=1e-15)
+        w = natural * np.exp(0.5 * summed)
+        np.testing.assert_allclose(r["weights"], w / w.sum(), rtol=1e-12)
+    # over the natural mix, the weights rank the streams as their summed held-out losses
+    last = rows[-1]
+    ratio = np.array(last["weights"]) / natural
+    assert np.argsort(ratio).tolist() == np.argsort(last["scores"]).tolist()
+    assert not (run_dir / "eval.jsonl").exists()

@@ -20,7 +20,9 @@ from typing import Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     ValidationError,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -35,6 +37,7 @@ __all__ = [
     "MAX_SEQ_LEN",
     "REMOTE_SCHEMES",
     "Duration",
+    "EvalStreamConfig",
 ]
 
 DurationUnit = Literal["tok", "ep"]
@@ -213,3 +216,26 @@ def _unique_names(streams: list[Any]) -> None:
                 ("streams", i, "name"),
             )
         seen[name] = i
+
+
+class EvalStreamConfig(_Model):
+    """One held-out evaluation stream (an MDS folder, as a train stream without a proportion)."""
+
+    local: str = Field(min_length=1)
+    """Path to a prepared MDS dataset directory; relative to every rank's working directory."""
+    name: str | None = Field(default=None, min_length=1)
+    """The stream's name in ``eval.jsonl``; defaults to the final path component of ``local``.
+    Unique among the eval streams."""
+    remote: str | None = Field(default=None, min_length=1)
+    """Where the shards live when they are not local (as a train stream's ``remote``; ``local``
+    is then the cache folder). None: ``local`` holds the whole dataset."""
+
+    @field_validator("remote")
+    @classmethod
+    def _known_remote(cls, value: str | None) -> str | None:
+        return _check_remote(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_name(cls, data: Any) -> Any:
+        return _name_from_local(data)

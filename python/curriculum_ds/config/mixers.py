@@ -10,12 +10,21 @@ reference implementation's unless its docstring says otherwise. ``window`` and
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from curriculum_ds.config.base import _Model
+from curriculum_ds.config.base import (
+    MAX_GLOBAL_BATCH_SIZE,
+    EvalStreamConfig,
+    _Model,
+    _unique_names,
+)
 from curriculum_ds.config.messages import custom_error
+
+if TYPE_CHECKING:
+    from curriculum_ds.config.models import CurriculumConfig
 
 __all__ = [
     "METHODS",
@@ -25,7 +34,9 @@ __all__ = [
     "FileMixConfig",
     "MethodConfig",
     "ODMConfig",
+    "ReadsHeldOutLosses",
     "SkillitConfig",
+    "check_methods_fit_the_schedule",
 ]
 
 
@@ -93,37 +104,87 @@ class ADOConfig(_Model):
     ``update_interval``)."""
 
 
-class AioliConfig(_Model):
+class ReadsHeldOutLosses(_Model):
+    """The held-out streams a method that steers by eval losses reads (Aioli, Skill-it).
+
+    Its evaluations are its own (at its own steps, on every rank, exact over ranks as
+    ``curriculum.eval``'s) and are not written to ``eval.jsonl``. Deciding the mixture on the
+    streams the run's final eval reports biases that eval in the method's favour: for an
+    ablation give the method a separate set (``eval_streams``).
+    """
+
+    eval_streams: list[EvalStreamConfig] | None = Field(default=None, min_length=1)
+    """The held-out streams the method evaluates, matched to the phase's train streams by
+    name (every train stream needs one of its name), in the shape of ``curriculum.eval.streams``;
+    None: ``curriculum.eval``'s streams of those names."""
+    eval_max_samples: int | None = Field(default=None, ge=1, le=MAX_GLOBAL_BATCH_SIZE)
+    """Samples taken from the start of each of those streams at every evaluation; None:
+    ``curriculum.eval.max_samples`` (512 without ``curriculum.eval``)."""
+
+    @model_validator(mode="after")
+    def _unique_eval_names(self) -> ReadsHeldOutLosses:
+        if self.eval_streams is not None:
+            _unique_names(self.eval_streams)
+        return self
+
+
+class AioliConfig(ReadsHeldOutLosses):
     """``dynamic.aioli``: Aioli's probe rounds and interaction matrix.
 
-    Reference: ``HazyResearch/aioli``, ``trainer/aioli_trainer.py``.
+    Reference: ``HazyResearch/aioli``, ``trainer/aioli_trainer.py`` (defaults: its
+    ``scripts/arxiv_stackexchange/aioli/run.sh``, 250-step rounds). A round is
+    ``recompute_every_n_steps`` steps, starting at every multiple of it: ``K × lp_rounds ×
+    probe_steps`` probe steps, then the learned mixture for the rest.
     """
 
     eta: float = Field(default=0.2, gt=0)
-    """The step size η of ``w = w_init·exp(η·Σ A)`` (> 0)."""
-    ema: float = Field(default=0.1, ge=0, lt=1)
-    """The weight of the previous interaction matrix in ``A ← (1 − ema)·A_new + ema·A_old``."""
+    """The step size η of ``w = w_init·exp(η·Σ_rows A)`` (> 0)."""
+    ema: float | None = Field(default=0.1, ge=0, lt=1)
+    """The weight of the previous interaction matrix in ``A ← (1 − ema)·A_new + ema·A_old``,
+    in [0, 1); None: no EMA, the weights multiply instead (``w ← w·exp(η·Σ_rows A_new)``, the
+    reference without ``--ema``)."""
     lp_rounds: int = Field(default=4, ge=1)
-    """Probe rounds per update (each probes every stream once)."""
+    """Sweeps over the streams per round (each probes every stream once, in a seeded random
+    order); the drops are averaged over them."""
     probe_steps: int = Field(default=4, ge=1)
     """Optimizer steps of one probe (the reference's ``lp_steps``)."""
-    one_hot_factor: float = Field(default=0.625, gt=0, lt=1)
-    """A probe's weight on its stream; the rest is spread evenly over the others."""
+    one_hot_factor: float = Field(default=0.625, gt=0, le=1)
+    """A probe's weight on its stream; the rest is spread evenly over the others (1: one-hot
+    probes, no un-mixing)."""
 
 
-class SkillitConfig(_Model):
+class SkillitConfig(ReadsHeldOutLosses):
     """``dynamic.skillit``: Skill-it's multiplicative weights over a skills graph.
 
-    Reference: ``HazyResearch/skill-it``, ``trainer/mw_trainer.py``.
+    Reference: ``HazyResearch/skill-it``, ``trainer/mw_trainer.py`` (defaults: its
+    ``scripts/lego/pt/skillit.sh``). The held-out streams are evaluated at every recompute.
     """
 
     eta: float = Field(default=0.5, gt=0)
     """The step size η of ``w = w_init ⊙ exp(η·A·Σ L_eval)`` (> 0)."""
     graph: Literal["identity"] | list[list[float]] = "identity"
-    """The skills graph ``A``: a K×K matrix of non-negative entries over the phase's streams,
-    in their order, or ``"identity"``."""
+    """The skills graph ``A``: a K×K matrix over the phase's streams, in their order, finite
+    entries ≥ 0 (``A[i][j]``: how much training on stream ``i`` lowers stream ``j``'s loss), or
+    ``"identity"``. Every phase needs K streams."""
     window: int = Field(default=3, ge=1)
     """Evaluations summed in ``Σ L_eval`` (the reference's ``mw_window``)."""
+
+    @field_validator("graph")
+    @classmethod
+    def _square_non_negative(cls, value: Any) -> Any:
+        if value == "identity":
+            return value
+        size = len(value)
+        for i, row in enumerate(value):
+            if len(row) != size:
+                raise custom_error(
+                    f"row {i} has {len(row)} entries: the graph must be {size}×{size} (one row "
+                    "and one column per stream)"
+                )
+            for j, entry in enumerate(row):
+                if not math.isfinite(entry) or entry < 0:
+                    raise custom_error(f"entry [{i}][{j}] is {entry:g}: entries must be ≥ 0")
+        return value
 
 
 class FileMixConfig(_Model):
@@ -150,3 +211,65 @@ METHODS: dict[str, type[MethodConfig] | None] = {
 }
 """Every ``dynamic.method`` name → its section's model (None: ``softmax`` reads ``dynamic``'s
 own keys)."""
+
+
+def check_methods_fit_the_schedule(cfg: CurriculumConfig) -> None:
+    """The checks of a method's section against the phases and the held-out streams.
+
+    Aioli and Skill-it: every train stream of every phase has a held-out stream of its name
+    (in ``eval_streams``, else in ``curriculum.eval``); Skill-it: a graph given as a matrix is
+    K×K for every phase's K streams; Aioli: a round's probes (``K × lp_rounds × probe_steps``)
+    leave at least one step of ``recompute_every_n_steps`` to the learned mixture. A phase of
+    one stream is left out (the method leaves it alone).
+
+    Raises:
+        ValueError: pydantic's custom error naming the key (the config's one line).
+    """
+    dynamic = cfg.dynamic
+    section = dynamic.method_config if dynamic.enabled else None
+    if not isinstance(section, ReadsHeldOutLosses):
+        return
+    where = (dynamic.method, "eval_streams")
+    if section.eval_streams is not None:
+        names = [s.name or s.local for s in section.eval_streams]
+        source = f"dynamic.{dynamic.method}.eval_streams"
+    elif cfg.eval is not None:
+        names = [s.name or s.local for s in cfg.eval.streams]
+        source = "curriculum.eval.streams"
+    else:
+        raise custom_error(
+            f'method "{dynamic.method}" reads held-out losses: give it "eval_streams" (or a '
+            "curriculum.eval section with a stream of each train stream's name)",
+            ("dynamic", *where),
+        )
+    for i, phase in enumerate(cfg.schedule):
+        streams = phase.train_loader.streams
+        num_streams = len(streams)
+        if num_streams == 1:  # nothing to mix: the method leaves the phase alone
+            continue
+        for s in streams:
+            if s.name not in names:
+                raise custom_error(
+                    f'train stream "{s.name}" of schedule[{i}] ("{phase.name}") has no held-out '
+                    f"stream of its name in {source} ({', '.join(names)})",
+                    ("dynamic", *where),
+                )
+        graph = section.graph if isinstance(section, SkillitConfig) else "identity"
+        if graph != "identity" and len(graph) != num_streams:
+            raise custom_error(
+                f"a {len(graph)}×{len(graph)} graph, but schedule[{i}] ("
+                f'"{phase.name}") has {num_streams} streams: it must be '
+                f"{num_streams}×{num_streams}",
+                ("dynamic", "skillit", "graph"),
+            )
+        if isinstance(section, AioliConfig):
+            probes = num_streams * section.lp_rounds * section.probe_steps
+            if probes >= dynamic.recompute_every_n_steps:
+                raise custom_error(
+                    f'a probe round of schedule[{i}] ("{phase.name}") takes {num_streams} '
+                    f"streams × lp_rounds {section.lp_rounds} × probe_steps "
+                    f"{section.probe_steps} = {probes} steps, which does not fit in a round "
+                    f"of recompute_every_n_steps {dynamic.recompute_every_n_steps} (the "
+                    "learned mixture needs at least one step)",
+                    ("dynamic", "aioli", "probe_steps"),
+                )

@@ -31,6 +31,7 @@ from curriculum_ds.config.base import (
     _unique_names,
 )
 from curriculum_ds.config.messages import custom_error, show_value
+from curriculum_ds.config.mixers import check_methods_fit_the_schedule
 from curriculum_ds.config.ramps import Points, SeqLenPoints, is_ramp, parse_points, value_at
 from curriculum_ds.config.sections import DynamicConfig, EvalConfig, LRScheduleConfig
 
@@ -281,6 +282,7 @@ class CurriculumConfig(_Model):
         if self.lr_schedule is not None:
             self._check_lr_schedule(self.lr_schedule)
         self._check_stream_floor()
+        check_methods_fit_the_schedule(self)
         interval = self.eval.interval if self.eval is not None else None
         if interval is not None and interval.unit != unit:
             raise custom_error(

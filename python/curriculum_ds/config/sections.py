@@ -18,9 +18,8 @@ from curriculum_ds.config.base import (
     MAX_GLOBAL_BATCH_SIZE,
     MAX_SEQ_LEN,
     Duration,
-    _check_remote,
+    EvalStreamConfig,
     _Model,
-    _name_from_local,
     _unique_names,
 )
 from curriculum_ds.config.messages import custom_error, show_value
@@ -250,29 +249,6 @@ class LRScheduleConfig(_Model):
                 ("decay",),
             )
         return self
-
-
-class EvalStreamConfig(_Model):
-    """One held-out evaluation stream (an MDS folder, as a train stream without a proportion)."""
-
-    local: str = Field(min_length=1)
-    """Path to a prepared MDS dataset directory; relative to every rank's working directory."""
-    name: str | None = Field(default=None, min_length=1)
-    """The stream's name in ``eval.jsonl``; defaults to the final path component of ``local``.
-    Unique among the eval streams."""
-    remote: str | None = Field(default=None, min_length=1)
-    """Where the shards live when they are not local (as a train stream's ``remote``; ``local``
-    is then the cache folder). None: ``local`` holds the whole dataset."""
-
-    @field_validator("remote")
-    @classmethod
-    def _known_remote(cls, value: str | None) -> str | None:
-        return _check_remote(value)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_name(cls, data: Any) -> Any:
-        return _name_from_local(data)
 
 
 class EvalConfig(_Model):

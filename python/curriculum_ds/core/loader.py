@@ -253,6 +253,7 @@ class PhaseLoader:
             proportions=self.proportions.copy(),
             num_samples=tuple(info.num_samples for info in self.infos),
             metrics=tuple(info.metrics for info in self.infos),
+            seed=self.seed,
         )
 
     def apply(self, update: MixtureUpdate) -> None:

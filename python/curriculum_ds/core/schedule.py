@@ -104,6 +104,11 @@ class PhaseSchedule:
             raise IndexError(f"phase_idx {phase_idx} not in [0, {self.num_phases})")
         return progress - self.starts[phase_idx]
 
+    def phase_fraction(self, progress: Progress, phase_idx: int) -> float:
+        """``progress`` as a share of phase ``phase_idx``, in [0, 1] (where ramps are read)."""
+        done = self.phase_progress(progress, phase_idx)
+        return min(1.0, float(done / self.durations[phase_idx]))
+
     def is_done(self, progress: Progress) -> bool:
         """True when ``progress`` has reached ``total`` (the run ends)."""
         return progress >= self.total

@@ -11,13 +11,18 @@ Module map:
   temporary mixture, the ``curriculum_history.jsonl`` record), which the loader applies in one
   place (``PhaseLoader.apply``);
 * ``state.py``: each method's typed state, one model per (unit, method) in a tagged union
-  (:data:`DynamicState`, read by :func:`parse_dynamic_state`; ``to_dict`` is the saved form);
+  (:data:`DynamicState`, read by :func:`parse_dynamic_state`; ``to_dict`` is the saved form):
+  softmax's there, the published methods' in ``method_states.py``, what they share (the rolling
+  windows, the common keys) in ``state_common.py``;
 * ``weights.py``: ``mixture_probs``, the one formula ``floor + (1 - K·floor)·softmax(s / T)``;
 * ``signals.py``: the per-sample and per-stream signals (``loss``, ``excess_loss`` over a
   reference model's metric column, ``learnability``) and the metric columns they read;
 * ``buckets.py``: :class:`BucketReweighter`, ``method: "softmax"`` over ``unit: "buckets"``
   (percentile buckets of the signal inside each stream; the Rust rolling window and bucketing
   kernels);
+* ``aioli.py`` + ``aioli_rule.py``, ``skillit.py`` + ``skillit_rule.py``: ``"aioli"`` and
+  ``"skillit"`` over ``"streams"``, which steer by held-out losses evaluated at their own steps
+  (:class:`ProbingReweighter`; ``eval_losses.py`` reads them by stream name);
 * ``streams.py`` + ``window.py``: :class:`StreamReweighter`, ``"softmax"`` over ``"streams"``
   (weights over the phase's streams that replace its proportions), and its rolling window of
   signals by stream;
@@ -30,11 +35,13 @@ Module map:
 
 from __future__ import annotations
 
+from curriculum_ds.dynamic.aioli import AioliReweighter
 from curriculum_ds.dynamic.buckets import BucketReweighter, bucket_scores
 from curriculum_ds.dynamic.doremi import DoReMiReweighter
-from curriculum_ds.dynamic.protocol import Reweighter
+from curriculum_ds.dynamic.protocol import ProbingReweighter, Reweighter
 from curriculum_ds.dynamic.rank0 import decide_on_rank0
 from curriculum_ds.dynamic.registry import make_reweighter, methods, register
+from curriculum_ds.dynamic.skillit import SkillitReweighter
 from curriculum_ds.dynamic.state import DynamicState, parse_dynamic_state
 from curriculum_ds.dynamic.steering import FileReweighter
 from curriculum_ds.dynamic.streams import StreamReweighter
@@ -43,13 +50,16 @@ from curriculum_ds.dynamic.weights import FLOOR_SLACK, bucket_probs, mixture_pro
 
 __all__ = [
     "FLOOR_SLACK",
+    "AioliReweighter",
     "BucketReweighter",
     "DoReMiReweighter",
     "DynamicState",
     "FileReweighter",
     "MixtureUpdate",
     "PhaseView",
+    "ProbingReweighter",
     "Reweighter",
+    "SkillitReweighter",
     "StreamReweighter",
     "bucket_probs",
     "bucket_scores",

@@ -8,7 +8,11 @@ A re-weighting is driven by its caller (``plugin.Curriculum``) the same way what
 2. every optimizer step :meth:`~Reweighter.observe` with the step's global per-sample losses,
    then :meth:`~Reweighter.maybe_recompute`, which returns an update on a recompute step;
 3. after every held-out evaluation, :meth:`~Reweighter.observe_eval` with the loss per eval
-   stream (methods that steer by held-out losses read it; the others ignore it);
+   stream (methods that steer by held-out losses read it; the others ignore it); a method
+   that needs evaluations at its own steps (:class:`ProbingReweighter`: Aioli after each
+   probe, Skill-it at each update) says so with :meth:`~ProbingReweighter.probe_due`, and the
+   caller evaluates its held-out streams after that step, before ``maybe_recompute``, and
+   hands it the losses (:meth:`~ProbingReweighter.observe_probe`; not in ``eval.jsonl``);
 4. :meth:`~Reweighter.state` when a checkpoint is saved (its typed state,
    :mod:`curriculum_ds.dynamic.state`).
 
@@ -23,7 +27,7 @@ Methods are found by name through :mod:`curriculum_ds.dynamic.registry` (``dynam
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
     from curriculum_ds.dynamic.state import DynamicState
     from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 
-__all__ = ["Reweighter"]
+__all__ = ["ProbingReweighter", "Reweighter"]
 
 
 class Reweighter(Protocol):
@@ -94,4 +98,26 @@ class Reweighter(Protocol):
         One of :data:`~curriculum_ds.dynamic.state.DynamicState` (its ``to_dict`` is the saved
         form).
         """
+        ...
+
+
+@runtime_checkable
+class ProbingReweighter(Reweighter, Protocol):
+    """A method that evaluates held-out streams at its own steps (Aioli, Skill-it).
+
+    The caller evaluates the streams of the method's ``eval_streams`` (or ``curriculum.eval``'s
+    of the train streams' names; :func:`curriculum_ds.plugin.evaluation.probe_eval_config`)
+    with the run's exact-over-ranks evaluation, on every rank, after every step for which
+    :meth:`probe_due` is true, then calls :meth:`observe_probe`, then ``maybe_recompute``.
+    """
+
+    def probe_due(self, global_step: int) -> bool:
+        """Whether the method evaluates after ``global_step``; pure (asked again after it).
+
+        Known while the step is drawn (the read-ahead of the next step waits for it).
+        """
+        ...
+
+    def observe_probe(self, global_step: int, losses: Mapping[str, float]) -> None:
+        """The losses of a :meth:`probe_due` evaluation: mean token loss (nats) per stream name."""
         ...

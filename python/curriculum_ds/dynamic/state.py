@@ -16,92 +16,40 @@ line naming the key (``dynamic.window.values``). A new method adds its model to
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, Discriminator, Tag, TypeAdapter, ValidationError
 
-from curriculum_ds.core.saved import FloatArray, Int, IntArray, SavedModel, refusal
+from curriculum_ds.core.saved import FloatArray, IntArray, refusal
+from curriculum_ds.dynamic.method_states import (
+    AioliRoundState,
+    DoReMiState,
+    DoReMiSubState,
+    FileSourceState,
+    StreamAioliState,
+    StreamFileState,
+    StreamSkillitState,
+)
+from curriculum_ds.dynamic.state_common import BucketWindowState, StreamWindowState, _Common
 
 __all__ = [
     "TAGS",
+    "AioliRoundState",
     "BucketSoftmaxState",
     "BucketWindowState",
     "DoReMiState",
     "DoReMiSubState",
     "DynamicState",
     "FileSourceState",
+    "StreamAioliState",
     "StreamFileState",
+    "StreamSkillitState",
     "StreamSoftmaxState",
     "StreamWindowState",
     "parse_dynamic_state",
 ]
 
 _EMPTY_IF_NONE = BeforeValidator(lambda v: () if v is None else v)
-
-
-class BucketWindowState(SavedModel):
-    """The bucket unit's rolling window (``kernels.RollingWindow.state_dict``).
-
-    Attributes:
-        capacity: losses it holds at most.
-        values: its finite values, oldest first (float32 as the kernel keeps them).
-        num_non_finite: non-finite values left out so far.
-    """
-
-    capacity: Int
-    values: FloatArray
-    num_non_finite: Int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The saved form: ``capacity``, ``values``, ``num_non_finite``."""
-        return {
-            "capacity": self.capacity,
-            "values": self.values,
-            "num_non_finite": self.num_non_finite,
-        }
-
-
-class StreamWindowState(BucketWindowState):
-    """The stream unit's window (``StreamWindow.state_dict``): ``streams``, int32 per value."""
-
-    streams: IntArray
-
-    def to_dict(self) -> dict[str, Any]:
-        """The saved form: ``capacity``, ``values``, ``streams``, ``num_non_finite``."""
-        return {
-            "capacity": self.capacity,
-            "values": self.values,
-            "streams": self.streams,
-            "num_non_finite": self.num_non_finite,
-        }
-
-
-class _Common(SavedModel):
-    """What every re-weighting state has.
-
-    Attributes:
-        phase_idx: the phase it was taken in (None before any phase started).
-        signal: ``dynamic.signal`` of the run that saved it.
-        reference_metric: excess loss: the column the window's signals were taken against
-            (None otherwise, and in states saved before it was recorded).
-        probs: float64 weights now: ``(num_buckets,)`` bucket probabilities or
-            ``(num_streams,)`` stream weights.
-        num_recomputes: recomputes so far in the run, ≥ 0.
-    """
-
-    unit: ClassVar[str]
-    method: ClassVar[str]
-
-    phase_idx: Int | None = None
-    signal: Literal["loss", "excess_loss", "learnability"] = "loss"
-    reference_metric: str | None = None
-    probs: FloatArray
-    num_recomputes: Int
-
-    @property
-    def num_buckets(self) -> int:
-        """``len(probs)``."""
-        return len(self.probs)
 
 
 class BucketSoftmaxState(_Common):
@@ -191,117 +139,14 @@ class StreamSoftmaxState(_Common):
         return out
 
 
-class DoReMiSubState(SavedModel):
-    """DoReMi's own keys (``dynamic.doremi`` of a saved state).
-
-    Attributes:
-        last_scores: float64 ``(num_streams,)``, each stream's score at the last update (an
-            absent stream keeps it).
-        average: float64 ``(num_streams,)``, the running mean of the weights over the phase
-            (the initial weights and every update): DoReMi's output.
-        num_updates: updates in the phase so far, ≥ 0.
-    """
-
-    last_scores: FloatArray
-    average: FloatArray
-    num_updates: Int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The saved form: ``last_scores``, ``average``, ``num_updates``."""
-        return {
-            "last_scores": self.last_scores,
-            "average": self.average,
-            "num_updates": self.num_updates,
-        }
-
-
-class DoReMiState(_Common):
-    """The state of ``method: "doremi"`` over ``unit: "streams"`` (``DoReMiReweighter``).
-
-    ``probs`` are DoReMi's weights now (their logarithm is what the next update moves).
-
-    Attributes:
-        window: the rolling window of clipped excess losses and their streams.
-        doremi: the last scores, the running mean of the weights, the update count.
-    """
-
-    unit: ClassVar[str] = "streams"
-    method: ClassVar[str] = "doremi"
-
-    window: StreamWindowState
-    doremi: DoReMiSubState
-
-    @property
-    def window_capacity(self) -> int:
-        """Signals the rolling window holds at most."""
-        return self.window.capacity
-
-    def to_dict(self) -> dict[str, Any]:
-        """The saved form: the common keys, ``window`` and ``doremi``."""
-        return {
-            "unit": self.unit,
-            "method": self.method,
-            "signal": self.signal,
-            "reference_metric": self.reference_metric,
-            "phase_idx": self.phase_idx,
-            "probs": self.probs,
-            "window": self.window.to_dict(),
-            "num_recomputes": self.num_recomputes,
-            "doremi": self.doremi.to_dict(),
-        }
-
-
-class FileSourceState(SavedModel):
-    """``method: "file"``'s own keys: the weights file and the last content applied from it.
-
-    Attributes:
-        path: ``dynamic.file.path`` of the run that saved it.
-        sha256: hex sha256 of the file content whose weights hold now (None: none applied in
-            the phase yet, the phase's proportions hold).
-    """
-
-    path: str
-    sha256: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The saved form: ``path``, ``sha256``."""
-        return {"path": self.path, "sha256": self.sha256}
-
-
-class StreamFileState(_Common):
-    """The state of ``method: "file"`` over ``unit: "streams"`` (``FileReweighter``).
-
-    The weights now (``probs``), the recompute count, the phase and the file's sub-state; no
-    window (the file method reads no loss). What the run decided at each boundary is in the run
-    directory's ``mixture_journal.jsonl``, which a resume replays.
-
-    Attributes:
-        file: the weights file and the sha256 of the content applied last.
-    """
-
-    unit: ClassVar[str] = "streams"
-    method: ClassVar[str] = "file"
-
-    file: FileSourceState
-
-    @property
-    def window_capacity(self) -> None:
-        """None: no rolling window (``dynamic.window`` does not apply)."""
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The saved form, in its order (``file``: ``path``, ``sha256``)."""
-        return {
-            "unit": self.unit,
-            "method": self.method,
-            "phase_idx": self.phase_idx,
-            "probs": self.probs,
-            "num_recomputes": self.num_recomputes,
-            "file": self.file.to_dict(),
-        }
-
-
-_Saved = BucketSoftmaxState | StreamSoftmaxState | DoReMiState | StreamFileState
+_Saved = (
+    BucketSoftmaxState
+    | StreamSoftmaxState
+    | DoReMiState
+    | StreamFileState
+    | StreamAioliState
+    | StreamSkillitState
+)
 """Every state model (the union :data:`DynamicState` tags)."""
 
 _MODELS: tuple[type[_Saved], ...] = (
@@ -309,6 +154,8 @@ _MODELS: tuple[type[_Saved], ...] = (
     StreamSoftmaxState,
     DoReMiState,
     StreamFileState,
+    StreamAioliState,
+    StreamSkillitState,
 )
 TAGS = frozenset(f"{m.unit}/{m.method}" for m in _MODELS)
 """``"unit/method"`` of every state model (pydantic's tags: not part of a key's path)."""
@@ -327,7 +174,9 @@ DynamicState = Annotated[
     Annotated[BucketSoftmaxState, Tag("buckets/softmax")]
     | Annotated[StreamSoftmaxState, Tag("streams/softmax")]
     | Annotated[DoReMiState, Tag("streams/doremi")]
-    | Annotated[StreamFileState, Tag("streams/file")],
+    | Annotated[StreamFileState, Tag("streams/file")]
+    | Annotated[StreamAioliState, Tag("streams/aioli")]
+    | Annotated[StreamSkillitState, Tag("streams/skillit")],
     Discriminator(_tag),
 ]
 """Any re-weighting state, tagged on (unit, method)."""
@@ -345,6 +194,8 @@ def parse_dynamic_state(saved: Any) -> _Saved:
             (``dynamic.probs``), or the (unit, method) no model reads.
     """
     if isinstance(saved, BucketSoftmaxState | StreamSoftmaxState | DoReMiState | StreamFileState):
+        return saved
+    if isinstance(saved, StreamAioliState | StreamSkillitState):
         return saved
     try:
         return _ADAPTER.validate_python(saved)

@@ -36,6 +36,8 @@ class PhaseView:
             difficulty columns, ``score``'s reference losses), each ``(num_samples,)``.
         run_dir: The run directory (``Curriculum.run_dir``), where a method keeps a file of
             its own (``file``'s journal); None when the loop keeps none.
+        seed: The run's seed (``curriculum.seed``), for a method that draws (Aioli's probe
+            order).
     """
 
     phase_idx: int
@@ -44,6 +46,7 @@ class PhaseView:
     num_samples: tuple[int, ...]
     metrics: tuple[Mapping[str, npt.NDArray[Any]], ...]
     run_dir: Path | None = None
+    seed: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,10 +16,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from curriculum_ds.dynamic.protocol import ProbingReweighter
 from curriculum_ds.records.schema import StepOutcome, history_row, metrics_row
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from curriculum_ds.core.loader import PhaseLoader
     from curriculum_ds.core.position import Position
@@ -140,6 +141,7 @@ def complete_step(
     data_wait_s: float = 0.0,
     prefetched: int = 0,
     seq_len: int | None = None,
+    probe: Callable[[], Mapping[str, float]] | None = None,
 ) -> Completion:
     """The run after ``outcome``: counters, skip counts, re-weighting, the step's rows.
 
@@ -159,6 +161,10 @@ def complete_step(
         prefetched: how many of them were read ahead (the row's field).
         seq_len: the length the step's samples were cut to, in a phase with a ``max_seq_len``
             ramp (the row's field); None otherwise.
+        probe: evaluates the held-out streams of a method that evaluates at its own steps
+            (:class:`~curriculum_ds.dynamic.protocol.ProbingReweighter`) and returns the loss
+            per stream name; called (collective) after the step when the method's
+            ``probe_due`` says so, before ``maybe_recompute``.
 
     Returns:
         The :class:`Completion`. Deterministic but for ``tokens_per_s``.
@@ -172,7 +178,10 @@ def complete_step(
     history = update = None
     if dynamic is not None and outcome.sample_losses is not None:
         dynamic.observe(outcome.samples, outcome.sample_losses)
-        update = dynamic.maybe_recompute(after.global_step)
+        step = after.global_step
+        if probe is not None and isinstance(dynamic, ProbingReweighter) and dynamic.probe_due(step):
+            dynamic.observe_probe(step, probe())
+        update = dynamic.maybe_recompute(step)
         if update is not None and update.record is not None:
             history = history_row(
                 step=after.global_step,

@@ -22,12 +22,12 @@ from curriculum_ds.core.lr_schedule import LRSchedule, apply_lr, optimizer_lr
 from curriculum_ds.core.position import Position
 from curriculum_ds.core.schedule import PhaseSchedule, Progress, progress_to_str
 from curriculum_ds.distributed import Topology
-from curriculum_ds.dynamic import DynamicState, make_reweighter
+from curriculum_ds.dynamic import DynamicState, ProbingReweighter, make_reweighter
 from curriculum_ds.errors import StepError
 from curriculum_ds.plugin.checkpointing import CheckpointingMixin
 from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
 from curriculum_ds.plugin.engine_like import EngineLike
-from curriculum_ds.plugin.evaluation import Evaluator
+from curriculum_ds.plugin.evaluation import Evaluator, probe_eval_config, stream_losses
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.prefetch import StepFeed, next_step_settled
@@ -35,12 +35,12 @@ from curriculum_ds.plugin.step import Step
 from curriculum_ds.records.monitors import CurriculumMonitor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     import numpy as np
     import numpy.typing as npt
 
-    from curriculum_ds.config import CurriculumConfig, RunConfig
+    from curriculum_ds.config import CurriculumConfig, EvalConfig, RunConfig
     from curriculum_ds.core.loader import MicroBatch
     from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow, StepOutcome
 
@@ -135,21 +135,29 @@ class Curriculum(CheckpointingMixin):
         )
         # the drawn step's seq_len (warmup rows), data wait (seconds) and read-ahead count
         self._drawn: tuple[int, float, int] = (0, 0.0, 0)
-        self.evaluator = (
-            Evaluator(
-                self.config.eval,
-                self.schedule,
-                max_seq_len=max(p.train_loader.peak_seq_len for p in self.config.schedule),
-                micro_batch_size=self.micro_batch_size,
-                dp_rank=self.dp_rank,
-                dp_world_size=self.dp_world_size,
-            )
-            if self.config.eval is not None
-            else None
-        )
+        self.evaluator = self._evaluator(self.config.eval)
+        # a method that evaluates at its own steps (Aioli, Skill-it): its held-out streams
+        probing = isinstance(self.dynamic, ProbingReweighter)
+        self._probe_evaluator = self._evaluator(probe_eval_config(self.config) if probing else None)
+        self.eval_forward: Callable[[MicroBatch], Any] | None = None
+        """``forward(mb) -> logits`` for the evaluations a re-weighting method runs at its own
+        steps, for a model not called as ``engine(input_ids, attention_mask=...)``."""
         # the last finished step: (progress before, progress after, phase_idx, phase_name);
         # None before any step of this process and once evaluate() ran after it
         self._last_span: tuple[Progress, Progress, int, str] | None = None
+
+    def _evaluator(self, cfg: EvalConfig | None) -> Evaluator | None:
+        """An evaluation of ``cfg``'s held-out streams over this run's ranks (None: no ``cfg``)."""
+        if cfg is None:
+            return None
+        return Evaluator(
+            cfg,
+            self.schedule,
+            max_seq_len=max(p.train_loader.peak_seq_len for p in self.config.schedule),
+            micro_batch_size=self.micro_batch_size,
+            dp_rank=self.dp_rank,
+            dp_world_size=self.dp_world_size,
+        )
 
     # ---------------------------------------------------------------------------- queries
     @property
@@ -242,7 +250,7 @@ class Curriculum(CheckpointingMixin):
             loader,
             self.global_batch_size,
             probs,
-            fraction=self._phase_fraction(loader.phase_idx, self.progress),
+            fraction=self.schedule.phase_fraction(self.progress, loader.phase_idx),
             key=(loader.phase_idx, self.progress),
         )
         batch, micro_batches = drawn.batch, drawn.micro_batches
@@ -277,21 +285,19 @@ class Curriculum(CheckpointingMixin):
         )
         return self._step
 
-    def _phase_fraction(self, phase_idx: int, progress: Progress) -> float:
-        """A step's start ``progress`` as a share of its phase, in [0, 1] (where ramps are read)."""
-        done = self.schedule.phase_progress(progress, phase_idx)
-        return min(1.0, float(done / self.schedule.durations[phase_idx]))
-
     def _read_ahead(
         self, loader: PhaseLoader, probs: npt.NDArray[np.float64] | None, end: Progress
     ) -> None:
         """Decide the next step's batch now and read it ahead when it is settled (prefetch)."""
         recompute = self.config.dynamic.recompute_every_n_steps if self.dynamic else None
+        probing = isinstance(self.dynamic, ProbingReweighter)
+        if probing and self.dynamic.probe_due(self.global_step + 1):  # type: ignore[union-attr]
+            return  # the method evaluates after this step and may change the mixture
         if self.config.prefetch_micro_batches and next_step_settled(
             self.schedule, loader.phase_idx, self.progress, end,
             step=self.global_step + 1, recompute_every=recompute, evaluator=self.evaluator,
         ):  # fmt: skip
-            fraction = self._phase_fraction(loader.phase_idx, end)
+            fraction = self.schedule.phase_fraction(end, loader.phase_idx)
             key = (loader.phase_idx, end)
             self._feed.read_ahead(loader, self.global_batch_size, probs, fraction=fraction, key=key)
 
@@ -350,16 +356,40 @@ class Curriculum(CheckpointingMixin):
             prefetched=self._drawn[2],
             # a warmup: the length the step trained on
             seq_len=self._drawn[0] if is_ramp(loader.phase.train_loader.max_seq_len) else None,
+            probe=((lambda: self._probe(outcome)) if self._probe_evaluator is not None else None),
         )
         self.position, self._counts = done.position, done.counts
         if done.update is not None:  # a recompute: the loader applies it from the next draw
             loader.apply(done.update)
         self._last_span = (before, self.progress, outcome.phase_idx, outcome.phase_name)
         if self.monitor is not None:  # the ds_config's tensorboard / wandb / csv_monitor
-            self.monitor.write_step(done.metrics)
-            if done.history is not None:
-                self.monitor.write_buckets(done.history)
+            self.monitor.write_step(done.metrics, done.history)
         return done.metrics, done.history
+
+    def _probe(self, outcome: StepOutcome) -> Mapping[str, float]:
+        """A re-weighting method's own evaluation after ``outcome``'s step (not in eval.jsonl)."""
+        assert self._probe_evaluator is not None
+        at = (outcome.global_step, outcome.phase_idx, outcome.phase_name)
+        return stream_losses(self._run_eval(self._probe_evaluator, self.eval_forward, at))
+
+    def _run_eval(
+        self,
+        evaluator: Evaluator,
+        forward: Callable[[MicroBatch], Any] | None,
+        at: tuple[int, int, str],
+    ) -> EvalRow:
+        """``evaluator``'s row at ``(step, phase_idx, phase_name)``, out of ``tokens_per_s``."""
+        step, phase_idx, phase_name = at
+        row = evaluator.evaluate(
+            self.engine,
+            forward,
+            step=step,
+            tokens=self.consumed_tokens,
+            phase_idx=phase_idx,
+            phase_name=phase_name,
+        )
+        self._timer.leave_out(row["eval_time_s"])  # not training time
+        return row
 
     # ------------------------------------------------------------------------- evaluation
     @property
@@ -400,18 +430,9 @@ class Curriculum(CheckpointingMixin):
         else:  # before the first step of this process: the phase the next step draws from
             phase_idx = min(self.phase_idx, self.schedule.num_phases - 1)
             phase_name = self.schedule.names[phase_idx]
-        row = self.evaluator.evaluate(
-            self.engine,
-            forward,
-            step=self.global_step,
-            tokens=self.consumed_tokens,
-            phase_idx=phase_idx,
-            phase_name=phase_name,
-        )
-        self._timer.leave_out(row["eval_time_s"])  # not training time: out of tokens_per_s
+        row = self._run_eval(self.evaluator, forward, (self.global_step, phase_idx, phase_name))
         if self.dynamic is not None:  # a method steering by held-out losses reads them
-            losses = {n: s["loss"] for n, s in row["streams"].items() if s["loss"] is not None}
-            self.dynamic.observe_eval(self.global_step, losses)
+            self.dynamic.observe_eval(self.global_step, stream_losses(row))
         self._last_span = None
         if self.monitor is not None:  # curriculum/eval/... in the ds_config's monitors
             self.monitor.write_eval(row)

@@ -48,12 +48,12 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-    from curriculum_ds.config import EvalConfig
+    from curriculum_ds.config import CurriculumConfig, EvalConfig
     from curriculum_ds.core.schedule import PhaseSchedule, Progress
     from curriculum_ds.plugin.engine_like import EngineLike
     from curriculum_ds.records.schema import EvalRow
 
-__all__ = ["EvalBatch", "Evaluator", "preserved_rng"]
+__all__ = ["EvalBatch", "Evaluator", "preserved_rng", "probe_eval_config", "stream_losses"]
 
 
 @dataclass(frozen=True)
@@ -250,6 +250,34 @@ class Evaluator:
             },
             "eval_time_s": round(time.perf_counter() - started, 4),
         }
+
+
+def stream_losses(row: EvalRow) -> dict[str, float]:
+    """An eval row's mean token loss per stream (nats), streams without eval tokens left out."""
+    return {n: s["loss"] for n, s in row["streams"].items() if s["loss"] is not None}
+
+
+def probe_eval_config(cfg: CurriculumConfig) -> EvalConfig | None:
+    """The held-out set a method that evaluates at its own steps reads (Aioli, Skill-it).
+
+    ``dynamic.<method>.eval_streams`` when given, else the ``curriculum.eval`` streams named as
+    a train stream of some phase; ``eval_max_samples`` (default: ``curriculum.eval``'s, else
+    512) samples of each. None for a method without one. Pure.
+    """
+    from curriculum_ds.config import EvalConfig
+    from curriculum_ds.config.mixers import ReadsHeldOutLosses
+
+    section = cfg.dynamic.method_config if cfg.dynamic.enabled else None
+    if not isinstance(section, ReadsHeldOutLosses):
+        return None
+    held_out = cfg.eval
+    max_samples = section.eval_max_samples or (held_out.max_samples if held_out else 512)
+    if section.eval_streams is not None:
+        return EvalConfig(streams=section.eval_streams, max_samples=max_samples)
+    assert held_out is not None  # the config refuses a method without held-out streams
+    trained = {s.name for phase in cfg.schedule for s in phase.train_loader.streams}
+    streams = [s for s in held_out.streams if (s.name or s.local) in trained]
+    return EvalConfig(streams=streams, max_samples=max_samples, max_seq_len=held_out.max_seq_len)
 
 
 def _collate(samples: list[npt.NDArray[Any]], placeholder: npt.NDArray[Any]) -> MicroBatch:

@@ -248,9 +248,11 @@ class CurriculumMonitor:
             return None
         return cls(monitor)
 
-    def write_step(self, record: MetricsRow) -> None:
-        """Write a metrics row (:func:`step_events`)."""
+    def write_step(self, record: MetricsRow, history: HistoryRow | None = None) -> None:
+        """Write a metrics row (:func:`step_events`) and its step's recompute, if any."""
         self.write(step_events(record))
+        if history is not None:
+            self.write_buckets(history)
 
     def write_buckets(self, record: HistoryRow) -> None:
         """Write a re-weighting recompute (:func:`bucket_events`)."""
