@@ -108,6 +108,8 @@ def test_the_noisy_domain_arms_differ_only_in_their_signal():
         "streams_excess",
         "streams_learnability",
         "doremi",
+        "odm",
+        "ado",
     }
     arms = {arm: _arm("noisy_domain", arm) for arm in spec["arms"]}
     for arm, c in arms.items():
@@ -129,6 +131,8 @@ def test_the_noisy_domain_arms_differ_only_in_their_signal():
     assert signals["streams_learnability"] == ("learnability", None)
     assert signals["doremi"] == ("excess_loss", "ref_loss")
     assert arms["doremi"].dynamic.method == "doremi"
+    assert arms["odm"].dynamic.method == "odm"
+    assert arms["ado"].dynamic.method == "ado"
     softmax = {arm: c for arm, c in arms.items() if c.dynamic.method == "softmax"}
     for c in arms.values():
         cadence = (c.dynamic.window, c.dynamic.recompute_every_n_steps)
