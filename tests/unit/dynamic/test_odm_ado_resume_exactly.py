@@ -19,7 +19,7 @@ CONFIGS = {
         recompute=2,
         skip_steps=2,
         warmup_steps=20,
-        refit_every=10,
+        refit_every=20,
         savgol_window=11,
         fit_starts=1,
     ),
