@@ -27,6 +27,11 @@ at their own steps (a separate held-out set, ``eval_streams: "held"`` below), wh
 ``eval.jsonl``; Aioli's probes lean the batches toward each stream in turn and its killed run
 resumes from a checkpoint taken in the middle of a probe.
 
+ODM's own checks: ε_t in every row is ``min(1/K, sqrt(ln K / (K·t)))``, and each row's weights
+are the reference's rule applied to the previous row's R̂ and ε with the row's rewards. ADO's:
+the fits run on rank 0 and are broadcast (``fit`` identical on both ranks, its α in the
+reference's range), the first update comes at ``warmup_steps``.
+
 From issue 33 (acceptance).
 """
 
@@ -97,6 +102,26 @@ ARMS: dict[str, Arm] = {
     "skillit": Arm(
         {"method": "skillit", "skillit": {"eval_streams": "held", "eval_max_samples": 8}},
         keys=("eval_losses",),
+    ),
+    "odm": Arm(
+        {"method": "odm", "recompute_every_n_steps": 1, "odm": {"warmup_steps": 2}},
+        kill=True,
+        keys=("t", "epsilon_t", "rewards", "estimated_reward"),
+    ),
+    "ado": Arm(
+        {
+            "method": "ado",
+            "recompute_every_n_steps": 1,
+            "ado": {
+                "skip_steps": 1,
+                "warmup_steps": 6,
+                "refit_every": 3,
+                "savgol_window": 5,
+                "fit_starts": 2,
+            },
+        },
+        kill=True,
+        keys=("t", "fit", "refitted", "stream_losses"),
     ),
 }
 """One row per method (a method adds its own): the arm's name → its :class:`Arm`."""
@@ -355,3 +380,29 @@ def test_skillit_updates_from_the_last_evaluations_of_the_held_out_streams(runs)
     ratio = np.array(last["weights"]) / natural
     assert np.argsort(ratio).tolist() == np.argsort(last["scores"]).tolist()
     assert not (run_dir / "eval.jsonl").exists()
+
+
+def test_odm_rows_follow_the_references_rule(runs):
+    from curriculum_ds.dynamic.odm import odm_update
+
+    rows = history(runs["full"]["odm"])
+    k = len(NATURAL)
+    assert [r["t"] for r in rows] == list(range(3, 3 + len(rows)))  # warmup_steps 2, every step
+    estimated, eps = np.zeros(k), 1 / k
+    for r in rows:
+        assert r["epsilon_t"] == min(1 / k, math.sqrt(math.log(k) / (k * r["t"])))
+        rewards = np.array([np.nan if x is None else x for x in r["rewards"]])
+        estimated, eps, probs = odm_update(estimated, eps, rewards, r["t"], smoothing=0.9)
+        assert r["estimated_reward"] == estimated.tolist()
+        assert r["weights"] == probs.tolist()
+
+
+def test_ado_fits_on_rank_0_and_acts_after_its_warmup(runs):
+    rows = history(runs["full"]["ado"])
+    assert rows[0]["t"] == 6  # the first fit and policy step (0-based step 6 of the phase)
+    assert [r["t"] for r in rows] == list(range(6, 6 + len(rows)))
+    assert [r["refitted"] for r in rows] == [r["t"] % 3 == 0 for r in rows]
+    for r in rows:
+        assert all(0 <= f["alpha"] <= 0.8 + 1e-3 for f in r["fit"]), r["fit"]
+        assert min(r["weights"]) > 0
+        assert abs(sum(r["weights"]) - 1) <= 1e-12

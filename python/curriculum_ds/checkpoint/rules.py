@@ -179,7 +179,8 @@ def _check_dynamic_unchanged(
                 f"{json.dumps(saved_value)}, not {json.dumps(value)}; it cannot change before "
                 "that phase ends"
             )
-    saved_buckets, saved_window = saved_dynamic.num_buckets, saved_dynamic.window_capacity
+    saved_buckets = saved_dynamic.num_buckets
+    saved_window = getattr(saved_dynamic, "window_capacity", None)  # None: a method without one
     if dynamic.unit == "buckets" and saved_buckets != dynamic.num_buckets:
         raise ResumeError(
             f"curriculum.dynamic.num_buckets: {where}, which ran with {saved_buckets} buckets, "

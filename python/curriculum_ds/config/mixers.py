@@ -80,11 +80,15 @@ class DoReMiConfig(_Model):
 class ODMConfig(_Model):
     """``dynamic.odm``: Online Data Mixing's smoothed-mean EXP3 bandit.
 
-    Reference: ``alon-albalak/online-data-mixing``, ``megatron/data/data_sampling_utils.py``.
+    Reference: ``alon-albalak/online-data-mixing``, ``megatron/data/data_sampling_utils.py``
+    (``SmoothedMeanWeightUpdater``). An update runs at every ``recompute_every_n_steps``-th step
+    from that step's per-stream losses (1, the reference's ``update_frequency``, is
+    recommended); the rolling ``window`` is not read.
     """
 
     alpha: float = Field(default=0.9, gt=0, lt=1)
-    """The smoothing α of ``R̂ ← α·R̂ + (1 − α)·exp(r)``, in (0, 1)."""
+    """The smoothing α of ``R̂ ← α·R̂ + (1 − α)·exp(r)``, in (0, 1) (the reference's
+    ``data_sampling_smoothing_factor``)."""
     warmup_steps: int = Field(default=0, ge=0)
     """Optimizer steps of the phase before the first update (the reference's
     ``data_sampling_warmup_steps``)."""
@@ -93,15 +97,38 @@ class ODMConfig(_Model):
 class ADOConfig(_Model):
     """``dynamic.ado``: Adaptive Data Optimization's per-stream scaling-law fit and policy.
 
-    Reference: ``yidingjiang/ado``, ``src/data_selectors/ado.py``. The reference's 1,000-step
-    defaults are scaled down here for runs of a few hundred steps.
+    Reference: ``yidingjiang/ado``, ``src/data_selectors/ado.py`` (``AdoSelector``), whose
+    defaults are for 60k-step runs (``ignore_steps``/``start_step`` 1,000, ``update_interval``
+    1,000, Savitzky–Golay window 101, every 10th step fitted, 512 starts). The defaults here are
+    scaled down for runs of a few hundred steps; the reference's values are given per key. The
+    policy runs at every ``recompute_every_n_steps``-th step (1, as the reference, is
+    recommended).
     """
 
+    skip_steps: int = Field(default=5, ge=0)
+    """Leading optimizer steps of the phase whose losses the fit leaves out (the reference's
+    ``ignore_steps``, 1,000): the first steps' fast drop is not a power law."""
     warmup_steps: int = Field(default=20, ge=1)
-    """Optimizer steps of the phase before the first fit (the reference's ``ignore_steps``)."""
+    """Optimizer steps of the phase before the first fit and the first policy step: the phase's
+    proportions hold until then (the reference's ``start_step``, 1,000)."""
     refit_every: int = Field(default=10, ge=1)
-    """The laws are refitted every this many optimizer steps (the reference's
-    ``update_interval``)."""
+    """The laws are refitted every this many optimizer steps from ``warmup_steps`` on (the
+    reference's ``update_interval``, 1,000)."""
+    fit_stride: int = Field(default=1, ge=1)
+    """Every this many steps' (smoothed) loss is a point of the fit (the reference: 10)."""
+    savgol_window: int = Field(default=21, ge=1)
+    """The Savitzky–Golay window that smooths each stream's loss curve (odd; the reference:
+    101); cut to the curve's length while it is shorter."""
+    fit_starts: int = Field(default=8, ge=1, le=512)
+    """L-BFGS runs per fit, from the points of the reference's 8×8×8 grid of lowest objective
+    (512: the whole grid, as the reference)."""
+
+    @field_validator("savgol_window")
+    @classmethod
+    def _odd_window(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError(f"must be odd (a Savitzky–Golay window), got {value}")
+        return value
 
 
 class ReadsHeldOutLosses(_Model):

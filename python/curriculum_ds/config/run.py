@@ -147,6 +147,34 @@ class RunConfig:
                 f"{MAX_GLOBAL_BATCH_SIZE:,} (2^24)"
             )
 
+    def check_method_warmup(self) -> None:
+        """Refuse an ODM/ADO ``warmup_steps`` that no phase of the schedule can outlast.
+
+        A ``tok`` phase of D tokens lasts at most ``D // (micro_batch_size ×
+        gradient_accumulation_steps)`` optimizer steps (every step has at least that many
+        samples, of at least one token each, whatever the world size); an ``ep`` phase's length
+        is not known before its data is read, so a schedule with one is not checked. The
+        warmup counts each phase's own steps.
+
+        Raises:
+            ConfigError: ``curriculum.dynamic.<method>.warmup_steps`` ≥ every phase's bound.
+        """
+        dynamic = self.curriculum.dynamic
+        section = dynamic.method_config if dynamic.enabled else None
+        warmup = getattr(section, "warmup_steps", 0) if dynamic.method in ("odm", "ado") else 0
+        phases = self.curriculum.schedule
+        if not warmup or any(p.duration.unit != "tok" for p in phases):
+            return
+        per_step = self.micro_batch_size * self.gradient_accumulation_steps
+        longest = max(int(p.duration.value) // per_step for p in phases)
+        if warmup >= longest:
+            raise ConfigError(
+                f"curriculum.dynamic.{dynamic.method}.warmup_steps: {warmup} steps, but no phase "
+                f"lasts more than {longest} (its tokens over train_micro_batch_size_per_gpu × "
+                f"gradient_accumulation_steps = {per_step} samples per step): the method would "
+                "never act"
+            )
+
     def global_batch_size(self, dp_world_size: int) -> int:
         """Samples per optimizer step, global across dp ranks.
 
@@ -316,4 +344,5 @@ def parse_run(raw: dict[str, Any], *, path: Path | None = None, hf_auto: bool = 
     run = RunConfig(ds_config=ds_config, curriculum=curriculum, path=path)
     if not any(ds_config.get(key) == "auto" for key in BATCH_KEYS):  # else the Trainer's
         run.check_batch_sizes()  # also validates the two keys' types
+        run.check_method_warmup()
     return run

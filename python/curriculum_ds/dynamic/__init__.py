@@ -30,14 +30,19 @@ Module map:
   exponentiated-gradient step on the clipped excess loss, and the running mean of its weights);
 * ``steering.py``: :class:`FileReweighter`, ``"file"``: an operator's weights file, read on
   rank 0 at each boundary, journaled (``mixture_journal.jsonl``) and replayed on a resume;
-* ``rank0.py``: :func:`decide_on_rank0`, a decision of global rank 0 broadcast to every rank.
+* ``rank0.py``: :func:`decide_on_rank0`, a decision of global rank 0 broadcast to every rank;
+* ``odm.py``: :class:`ODMReweighter`, ``"odm"`` (online data mixing's smoothed-mean EXP3);
+* ``ado.py`` + ``ado_fit.py``: :class:`ADOReweighter`, ``"ado"`` (a scaling law per stream,
+  fitted on rank 0 and broadcast with ``rank0.broadcast_from_rank0``, and ADO's policy).
 """
 
 from __future__ import annotations
 
+from curriculum_ds.dynamic.ado import ADOReweighter
 from curriculum_ds.dynamic.aioli import AioliReweighter
 from curriculum_ds.dynamic.buckets import BucketReweighter, bucket_scores
 from curriculum_ds.dynamic.doremi import DoReMiReweighter
+from curriculum_ds.dynamic.odm import ODMReweighter
 from curriculum_ds.dynamic.protocol import ProbingReweighter, Reweighter
 from curriculum_ds.dynamic.rank0 import decide_on_rank0
 from curriculum_ds.dynamic.registry import make_reweighter, methods, register
@@ -50,12 +55,14 @@ from curriculum_ds.dynamic.weights import FLOOR_SLACK, bucket_probs, mixture_pro
 
 __all__ = [
     "FLOOR_SLACK",
+    "ADOReweighter",
     "AioliReweighter",
     "BucketReweighter",
     "DoReMiReweighter",
     "DynamicState",
     "FileReweighter",
     "MixtureUpdate",
+    "ODMReweighter",
     "PhaseView",
     "ProbingReweighter",
     "Reweighter",

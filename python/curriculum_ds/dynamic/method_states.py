@@ -19,8 +19,10 @@ __all__ = [
     "DoReMiState",
     "DoReMiSubState",
     "FileSourceState",
+    "StreamADOState",
     "StreamAioliState",
     "StreamFileState",
+    "StreamODMState",
     "StreamSkillitState",
 ]
 
@@ -234,3 +236,81 @@ class StreamSkillitState(_ReadsEvalState):
     def to_dict(self) -> dict[str, Any]:
         """The saved form: the common keys and ``evals``."""
         return {**self._common_dict(), "evals": list(self.evals)}
+
+
+class _StreamMethod(_Common):
+    """A stream method's state: the common keys, its ``unit``/``method`` tag, then its own."""
+
+    unit: ClassVar[str] = "streams"
+
+    @property
+    def window_capacity(self) -> None:
+        """None: no rolling window (``dynamic.window`` does not apply)."""
+        return None
+
+    def _common_dict(self) -> dict[str, Any]:
+        return {
+            "unit": self.unit,
+            "method": self.method,
+            "phase_idx": self.phase_idx,
+            "probs": self.probs,
+            "num_recomputes": self.num_recomputes,
+        }
+
+
+class StreamODMState(_StreamMethod):
+    """The state of ``method: "odm"`` (``dynamic.odm.ODMReweighter``).
+
+    Attributes:
+        estimated_reward: float64 ``(num_streams,)``, the bandit's smoothed rewards R̂.
+        eps: ε of the last update (1/K before the first).
+        phase_steps: optimizer steps the phase has taken (the bandit's ``t``).
+    """
+
+    method: ClassVar[str] = "odm"
+
+    estimated_reward: FloatArray
+    eps: float
+    phase_steps: Int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: the common keys, ``estimated_reward``, ``eps``, ``phase_steps``."""
+        return {
+            **self._common_dict(),
+            "estimated_reward": self.estimated_reward,
+            "eps": self.eps,
+            "phase_steps": self.phase_steps,
+        }
+
+
+class StreamADOState(_StreamMethod):
+    """The state of ``method: "ado"`` (``dynamic.ado.ADOReweighter``).
+
+    Attributes:
+        losses: per stream, float64 ``(phase_steps,)``: its training loss at each step of the
+            phase (imputed where absent, as the reference does): the curve the fits read.
+        step_samples: int64 ``(phase_steps,)``: the global batch's samples at each step.
+        count_ema: float64 ``(num_streams,)``: EMA of the realised stream shares (``h``).
+        probs_mean: float64 ``(num_streams,)``: the running mean of the policy (``p̄``).
+        fit_params: per stream ``(A, E, α)`` of the last accepted fit, float64 ``(3,)`` each;
+            empty before the first.
+    """
+
+    method: ClassVar[str] = "ado"
+
+    losses: tuple[FloatArray, ...]
+    step_samples: IntArray
+    count_ema: FloatArray
+    probs_mean: FloatArray
+    fit_params: tuple[FloatArray, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: the common keys, then the ADO keys above."""
+        return {
+            **self._common_dict(),
+            "losses": list(self.losses),
+            "step_samples": self.step_samples,
+            "count_ema": self.count_ema,
+            "probs_mean": self.probs_mean,
+            "fit_params": list(self.fit_params),
+        }

@@ -8,7 +8,8 @@ bit-identical) and broadcasts the bytes over the world (two ``torch.distributed.
 calls: the length, then the bytes; no pickle). A :class:`~curriculum_ds.errors.CurriculumError`
 or ``OSError`` of the decision is sent instead of a value and raised on every rank, so no rank
 waits for a broadcast that never comes. Without an initialised process group (one process) the
-decision runs in place.
+decision runs in place. :func:`broadcast_from_rank0` does the same for an array of a known shape
+as one float64 tensor (ADO's fits; NaN allowed).
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from curriculum_ds.errors import CurriculumError
 
-__all__ = ["decide_on_rank0", "is_rank0"]
+__all__ = ["broadcast_from_rank0", "decide_on_rank0", "is_rank0"]
 
 _ERROR = "__curriculum_ds_error__"
 
@@ -97,3 +101,40 @@ def _broadcast_bytes(dist: Any, payload: bytes) -> bytes:
     if data.numel():
         dist.broadcast(data, src=0)
     return bytes(data.cpu().numpy().tobytes())
+
+
+def broadcast_from_rank0(
+    decide: Callable[[], npt.ArrayLike], shape: tuple[int, ...]
+) -> npt.NDArray[np.float64]:
+    """``decide()`` on global rank 0, broadcast to every rank as a float64 tensor (bit-exact).
+
+    Args:
+        decide: computes the value; called on rank 0 only (every rank without a process group).
+        shape: the value's shape (the other ranks allocate it).
+
+    Returns:
+        float64 ``shape``: rank 0's value on every rank (NaN kept). A collective: every rank
+        must call it at the same point. With NCCL the tensor goes through the current device.
+
+    Raises:
+        ValueError: rank 0's value has another shape (raised on rank 0, before the broadcast).
+    """
+    dist = _world()
+    if dist is None:
+        return np.asarray(decide(), dtype=np.float64).reshape(shape)
+    import torch
+
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else torch.device("cpu")
+    )
+    if dist.get_rank() == 0:
+        value = np.asarray(decide(), dtype=np.float64)
+        if value.shape != shape:
+            raise ValueError(f"rank 0 decided a value of shape {value.shape}, not {shape}")
+        tensor = torch.from_numpy(value.copy()).to(device)
+    else:
+        tensor = torch.empty(shape, dtype=torch.float64, device=device)
+    dist.broadcast(tensor, src=0)
+    return np.asarray(tensor.cpu().numpy(), dtype=np.float64)

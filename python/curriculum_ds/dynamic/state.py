@@ -26,8 +26,10 @@ from curriculum_ds.dynamic.method_states import (
     DoReMiState,
     DoReMiSubState,
     FileSourceState,
+    StreamADOState,
     StreamAioliState,
     StreamFileState,
+    StreamODMState,
     StreamSkillitState,
 )
 from curriculum_ds.dynamic.state_common import BucketWindowState, StreamWindowState, _Common
@@ -41,8 +43,10 @@ __all__ = [
     "DoReMiSubState",
     "DynamicState",
     "FileSourceState",
+    "StreamADOState",
     "StreamAioliState",
     "StreamFileState",
+    "StreamODMState",
     "StreamSkillitState",
     "StreamSoftmaxState",
     "StreamWindowState",
@@ -146,6 +150,8 @@ _Saved = (
     | StreamFileState
     | StreamAioliState
     | StreamSkillitState
+    | StreamODMState
+    | StreamADOState
 )
 """Every state model (the union :data:`DynamicState` tags)."""
 
@@ -156,6 +162,8 @@ _MODELS: tuple[type[_Saved], ...] = (
     StreamFileState,
     StreamAioliState,
     StreamSkillitState,
+    StreamODMState,
+    StreamADOState,
 )
 TAGS = frozenset(f"{m.unit}/{m.method}" for m in _MODELS)
 """``"unit/method"`` of every state model (pydantic's tags: not part of a key's path)."""
@@ -176,7 +184,9 @@ DynamicState = Annotated[
     | Annotated[DoReMiState, Tag("streams/doremi")]
     | Annotated[StreamFileState, Tag("streams/file")]
     | Annotated[StreamAioliState, Tag("streams/aioli")]
-    | Annotated[StreamSkillitState, Tag("streams/skillit")],
+    | Annotated[StreamSkillitState, Tag("streams/skillit")]
+    | Annotated[StreamODMState, Tag("streams/odm")]
+    | Annotated[StreamADOState, Tag("streams/ado")],
     Discriminator(_tag),
 ]
 """Any re-weighting state, tagged on (unit, method)."""

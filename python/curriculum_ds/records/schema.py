@@ -246,6 +246,21 @@ class HistoryRow(TypedDict):
     source: NotRequired[dict[str, str | None]]
     """``method: "file"``: the weights file as read at this recompute, ``{"path", "sha256"}``
     (``sha256`` of its bytes; None when it could not be read)."""
+    t: NotRequired[int]
+    """``odm``/``ado``: the update's step in the phase (ODM: 1-based, the bandit's ``t``; ADO:
+    0-based, the reference's ``itr``)."""
+    epsilon_t: NotRequired[float]
+    """``odm``: the exploration rate ε_t of the update."""
+    rewards: NotRequired[list[float | None]]
+    """``odm``: each stream's reward, its mean loss in the step (nats; None: absent)."""
+    estimated_reward: NotRequired[list[float]]
+    """``odm``: each stream's smoothed reward R̂ after the update."""
+    fit: NotRequired[list[dict[str, float]]]
+    """``ado``: per stream, the fitted ``E``, ``A`` and ``alpha`` of ``L(n) = e^E + e^A / n^α``."""
+    refitted: NotRequired[bool]
+    """``ado``: the laws were refitted at this step."""
+    stream_losses: NotRequired[list[float | None]]
+    """``ado``: each stream's training loss at the step, as its curve holds it (nats)."""
 
 
 class TraceRow(TypedDict):

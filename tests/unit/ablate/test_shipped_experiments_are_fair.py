@@ -111,6 +111,8 @@ def test_the_noisy_domain_arms_differ_only_in_their_signal():
         "doremi",
         "aioli",
         "skillit",
+        "odm",
+        "ado",
     }
     arms = {arm: _arm("noisy_domain", arm) for arm in spec["arms"]}
     for arm, c in arms.items():
@@ -135,6 +137,8 @@ def test_the_noisy_domain_arms_differ_only_in_their_signal():
     assert arms["aioli"].dynamic.method == "aioli"
     assert arms["aioli"].dynamic.recompute_every_n_steps == 20
     assert arms["skillit"].dynamic.method == "skillit"
+    assert arms["odm"].dynamic.method == "odm"
+    assert arms["ado"].dynamic.method == "ado"
     softmax = {arm: c for arm, c in arms.items() if c.dynamic.method == "softmax"}
     for c in arms.values():
         if c.dynamic.method == "aioli":
