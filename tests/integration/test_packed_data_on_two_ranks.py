@@ -25,6 +25,7 @@ from helpers import history, make_dataset, metrics, ragged_docs, trace, write_ds
 from shared_job import Outputs, Run, shared_runs
 
 from curriculum_ds.data import close_stream, open_stream, read_stream_info
+from curriculum_ds.data.streams import streaming_registration
 
 pytestmark = pytest.mark.distributed
 
@@ -103,7 +104,8 @@ def packed(shared_job: Any) -> dict[str, Any]:
 
 def _boundaries(local: Path) -> list[int]:
     """Per row of a packed stream, its document starts past the row's first token."""
-    ds = open_stream(local)
+    with streaming_registration():  # other jobs on this node may open streams at the same time
+        ds = open_stream(local)
     try:
         return [int((np.asarray(ds[i]["doc_starts"]) > 0).sum()) for i in range(ds.num_samples)]
     finally:

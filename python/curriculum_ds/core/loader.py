@@ -105,15 +105,7 @@ class PhaseLoader:
                 self.max_seq_len,
                 f"curriculum.schedule[{phase_idx}] ({phase.name!r}).train_loader.streams[{j}]",
             )
-        doc_starts = [info.doc_starts for info in self.infos]
-        # packed rows that record their documents: positions restart per document (documents.py)
-        self.document_masking = loader.document_masking and any(doc_starts)
-        self.reader = SampleReader(
-            self.stream_names,
-            [s.local for s in loader.streams],
-            [s.remote for s in loader.streams],
-            doc_starts=doc_starts if self.document_masking else None,
-        )
+        self.reader = SampleReader.for_phase(self.stream_names, loader, self.infos)
         self.moving_mix = loader.is_moving_mix
         # dynamic.unit "streams": the weights of the last recompute, which replace the proportions
         self.stream_weights: npt.NDArray[np.float64] | None = None
@@ -413,14 +405,11 @@ class PhaseLoader:
             targets=tuple(self.targets.tolist()) if self._tracks_targets else None,
             stream_weights=None if weights is None else tuple(weights.tolist()),
             hold=None if self.hold is None else Hold.of(*self.hold),
-            document_masking=True if self.document_masking else None,
+            document_masking=self.reader.masks_documents or None,
         )
 
     def restore(self, state: LoaderState) -> None:
         """Continue from a :meth:`state` of this phase (same phase, same data).
-
-        A state without ``document_masking`` (a checkpoint written before it existed, or a
-        phase drawn unmasked) turns document masking off for the rest of the phase.
 
         Raises:
             ValueError: the state does not fit this phase (:meth:`LoaderState.fit`); nothing
@@ -444,9 +433,7 @@ class PhaseLoader:
         targets = (self._tracks_targets and state.targets) or zeros  # fit: set when tracked
         self.targets = np.array(targets, dtype=np.float64)
         self.hold = None if state.hold is None else state.hold.pair()
-        if state.document_masking is None and self.document_masking:
-            # a phase begun unmasked (a checkpoint from before document masking) stays so
-            self.document_masking = False
+        if state.document_masking is None:  # begun unmasked (a checkpoint of before): stays so
             self.reader.stop_document_masking()
 
     def state_dict(self) -> dict[str, Any]:

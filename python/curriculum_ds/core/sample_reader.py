@@ -63,6 +63,30 @@ class SampleReader:
             else BulkReader.of(self.datasets, self.names, column=DOC_STARTS_COLUMN)
         )
 
+    @classmethod
+    def for_phase(cls, names: Sequence[str], loader: Any, infos: Sequence[Any]) -> SampleReader:
+        """The reader of a phase's streams.
+
+        Args:
+            names: The streams' names.
+            loader: The phase's ``train_loader`` (``LoaderConfig``: its streams' ``local`` and
+                ``remote``, ``document_masking``).
+            infos: Each stream's ``StreamInfo``: with ``document_masking`` on, the packed rows of
+                the streams that record their document starts (``doc_starts``) are masked.
+        """
+        masking = loader.document_masking and any(info.doc_starts for info in infos)
+        return cls(
+            names,
+            [s.local for s in loader.streams],
+            [s.remote for s in loader.streams],
+            doc_starts=[bool(info.doc_starts) for info in infos] if masking else None,
+        )
+
+    @property
+    def masks_documents(self) -> bool:
+        """Whether micro-batches carry ``position_ids`` (document masking of packed rows)."""
+        return self.doc_starts is not None
+
     def fetch(self, pairs: npt.NDArray[np.int64], seq_len: int) -> list[npt.NDArray[np.int32]]:
         """The token arrays of ``(stream_idx, sample_idx)`` pairs, each cut to ``seq_len``.
 
@@ -94,7 +118,10 @@ class SampleReader:
         return out
 
     def stop_document_masking(self) -> None:
-        """From now on, micro-batches without ``position_ids`` (their rows unmasked)."""
+        """From now on, micro-batches without ``position_ids`` (rows unmasked).
+
+        For a phase resumed from a loader state of before document masking.
+        """
         if self.starts_bulk is not None:
             self.starts_bulk.forget()
         self.doc_starts = self.starts_bulk = None
@@ -136,6 +163,27 @@ class SampleReader:
         source = f"remote {remote}, cache {local}" if remote is not None else local
         return f"stream {self.names[stream]!r} ({source}): cannot read sample {index}: {detail}"
 
+    def micro_batch(
+        self, pairs: npt.NDArray[np.int64], positions: npt.NDArray[np.int64], seq_len: int
+    ) -> MicroBatch:
+        """One micro-batch of ``(stream_idx, sample_idx)`` pairs, each cut to ``seq_len``.
+
+        Read padded in bulk (as ``collate(self.fetch(pairs, seq_len), positions)`` pads them);
+        with ``doc_starts`` (document masking) it carries ``position_ids`` and its boundary
+        labels are ignored (:meth:`MicroBatch.with_documents`).
+
+        Raises:
+            DownloadError: as :meth:`fetch`.
+        """
+        bulk = self.bulk
+        padded = None if bulk is None else bulk.read_padded(pairs, seq_len, IGNORE_INDEX)
+        mb = None if padded is None else MicroBatch.of_arrays(*padded, positions)
+        if mb is None:
+            mb = collate(self.fetch(pairs, seq_len), positions)
+        if self.doc_starts is not None:  # document masking: positions restart per document
+            mb = mb.with_documents(*self.fetch_starts(pairs, seq_len))
+        return mb
+
     def micro_batches(
         self,
         batch: npt.NDArray[np.int64],
@@ -145,24 +193,13 @@ class SampleReader:
         dp_world_size: int,
         micro_batch_size: int,
     ) -> list[MicroBatch]:
-        """This rank's micro-batches of a global batch: a contiguous slice, in order.
-
-        With ``doc_starts`` (document masking), each carries ``position_ids`` and its boundary
-        labels ignored (:meth:`MicroBatch.with_documents`).
-        """
+        """This rank's micro-batches of a global batch (:meth:`micro_batch`), in order."""
         per_rank = len(batch) // dp_world_size
         start = dp_rank * per_rank
         result = []
         for offset in range(start, start + per_rank, micro_batch_size):
             positions = np.arange(offset, offset + micro_batch_size, dtype=np.int64)
-            pairs, bulk = batch[positions], self.bulk  # padded as collate(self.fetch(pairs))
-            padded = None if bulk is None else bulk.read_padded(pairs, seq_len, IGNORE_INDEX)
-            mb = None if padded is None else MicroBatch.of_arrays(*padded, positions)
-            if mb is None:
-                mb = collate(self.fetch(pairs, seq_len), positions)
-            if self.doc_starts is not None:  # document masking: positions restart per document
-                mb = mb.with_documents(*self.fetch_starts(pairs, seq_len))
-            result.append(mb)
+            result.append(self.micro_batch(batch[positions], positions, seq_len))
         return result
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ from curriculum_ds.core.loader_state import LoaderState
 from curriculum_ds.core.loss import IGNORE_INDEX
 from curriculum_ds.core.microbatch import MicroBatch
 from curriculum_ds.data import close_stream, open_stream, read_stream_info
+from curriculum_ds.data.streams import streaming_registration
 from curriculum_ds.default_model import build_model
 
 DOCS = ["first doc", "the second document", "third!"]  # + EOS each: 10 + 20 + 7 = 37 tokens
@@ -66,7 +67,8 @@ def packed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_prepare_pack_records_each_rows_document_starts(packed: Path) -> None:
     info = read_stream_info(packed)
     assert (info.packed, info.doc_starts) == (True, True)
-    ds = open_stream(packed)
+    with streaming_registration():  # other jobs on this node may open streams at the same time
+        ds = open_stream(packed)
     try:
         rows = [(np.asarray(ds[i]["input_ids"]), ds[i]["doc_starts"]) for i in range(2)]
     finally:
@@ -152,7 +154,8 @@ def _strip_doc_starts(src: Path, dst: Path) -> Path:
     from streaming import MDSWriter
 
     shards = dst.parent / f"{dst.name}.shards"
-    ds = open_stream(src)
+    with streaming_registration():
+        ds = open_stream(src)
     try:
         columns = {"input_ids": "ndarray:int32", "num_tokens": "int",
                    "token_entropy": "float64", "compression_ratio": "float64"}  # fmt: skip
@@ -210,7 +213,7 @@ def test_a_phase_resumed_from_a_state_of_before_stays_unmasked(packed: Path) -> 
         again = PhaseLoader(_phase(packed), 0, seed=0)
         try:
             again.restore(LoaderState.from_dict({**saved, "document_masking": True}))
-            assert again.document_masking is True
+            assert again.reader.masks_documents is True
         finally:
             again.close()
     finally:

@@ -36,7 +36,7 @@ def _check(loader: PhaseLoader) -> None:
     pairs = np.stack([np.zeros(n, np.int64), np.random.default_rng(0).permutation(n)], axis=1)
     assert loader.reader.bulk is not None
     assert loader.reader.bulk.read(pairs, loader.seq_len) is not None
-    if loader.document_masking:  # the starts are read in bulk too
+    if loader.reader.masks_documents:  # the starts are read in bulk too
         assert loader.reader.starts_bulk is not None
         assert loader.reader.starts_bulk.read(pairs, loader.seq_len) is not None
     ds = loader.reader.datasets[0]
@@ -52,7 +52,7 @@ def _check(loader: PhaseLoader) -> None:
         for k, mb in enumerate(mbs):
             pairs_k = whole[8 * k : 8 * k + 8]
             ref = collate(loader.reader.fetch_each(pairs_k, loader.seq_len), mb.positions)
-            if loader.document_masking:  # packed rows: their starts as streaming decodes them
+            if loader.reader.masks_documents:  # packed rows: their starts as streaming decodes them
                 starts = [np.asarray(ds[i]["doc_starts"]) for i in pairs_k[:, 1].tolist()]
                 counts = np.array([len(x) for x in starts], dtype=np.int64)
                 ref = ref.with_documents(np.concatenate(starts), counts)
