@@ -152,7 +152,7 @@ def test_readme_block_is_the_ten_line_loop_on_run_dir():
         "with curriculum_ds.RunDir(args.run_dir, curriculum, save_interval=args.save_interval) as",
         "for step in run:",
         "for mb in step.micro_batches:",
-        "logits = engine(mb.input_ids, attention_mask=mb.attention_mask)",
+        "logits = engine(mb.input_ids, **mb.forward_kwargs())",
         "step.backward(logits, mb)",
         "run.finish(step)",
         "parser.parse_known_args()",

@@ -42,6 +42,7 @@ SEQ_LEN_MULTIPLE = 8
 _OMITTED_AT_DEFAULT: dict[str, Any] = {
     "proportion_unit": "samples",
     "seq_len_multiple": SEQ_LEN_MULTIPLE,
+    "document_masking": True,
 }
 """``train_loader`` keys left out of dumps (and so of phase fingerprints) at these values."""
 
@@ -119,12 +120,22 @@ class LoaderConfig(_Model):
     mosaicml-streaming's meaning) or ``"tokens"`` (its share of the non-padding tokens after
     truncation to ``max_seq_len``: the next slot goes to the stream with the largest token
     deficit, so at every prefix a stream is within one sample's tokens of its share)."""
+    document_masking: bool = True
+    """Packed rows (``prepare --pack``): a token attends only to its own document and the
+    first token of a document bears no loss (it is not predicted from the previous document);
+    micro-batches carry ``position_ids`` restarting at 0 per document
+    (:mod:`curriculum_ds.core.documents`). A no-op for unpacked streams (a row is one document)
+    and for streams packed before document starts were recorded (one document per row, as
+    then). ``false``: rows attend across their documents, as before the key existed. A phase
+    in progress in a checkpoint written before the key existed keeps ``false`` until it
+    ends."""
 
     @model_serializer(mode="wrap")
     def _omit_later_keys_at_default(self, handler: SerializerFunctionWrapHandler) -> Any:
         """Leave the keys added after the first release out of dumps while at their defaults.
 
-        ``proportion_unit: "samples"`` and ``seq_len_multiple: 8``: the phase fingerprints and
+        ``proportion_unit: "samples"``, ``seq_len_multiple: 8`` and ``document_masking: true``:
+        the phase fingerprints and
         saved phases of such loaders stay those of the releases before the keys existed, so a
         checkpoint's completed phases do not look edited.
         """

@@ -12,6 +12,8 @@ Module map:
 * ``saved.py``: the frozen pydantic base of every saved state and its one-line refusals;
 * ``sample_reader.py``: ``SampleReader``, the phase's streams read by ``(stream, sample)``;
 * ``microbatch.py``: ``MicroBatch`` and ``collate`` (right-padding, loss masks);
+* ``documents.py``: document masking of packed rows (``position_ids`` restarting per document,
+  the block-diagonal causal mask);
 * ``loss.py``: the one owner of the token-weighted loss normalisation;
 * ``lr_schedule.py``: the learning rate as a function of progress.
 

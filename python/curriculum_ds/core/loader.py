@@ -105,11 +105,7 @@ class PhaseLoader:
                 self.max_seq_len,
                 f"curriculum.schedule[{phase_idx}] ({phase.name!r}).train_loader.streams[{j}]",
             )
-        self.reader = SampleReader(
-            self.stream_names,
-            [s.local for s in loader.streams],
-            [s.remote for s in loader.streams],
-        )
+        self.reader = SampleReader.for_phase(self.stream_names, loader, self.infos)
         self.moving_mix = loader.is_moving_mix
         # dynamic.unit "streams": the weights of the last recompute, which replace the proportions
         self.stream_weights: npt.NDArray[np.float64] | None = None
@@ -410,6 +406,7 @@ class PhaseLoader:
             targets=tuple(self.targets.tolist()) if self._tracks_targets else None,
             stream_weights=None if weights is None else tuple(weights.tolist()),
             hold=None if self.hold is None else Hold.of(*self.hold),
+            document_masking=self.reader.masks_documents or None,
         )
 
     def restore(self, state: LoaderState) -> None:
@@ -437,6 +434,8 @@ class PhaseLoader:
         targets = (self._tracks_targets and state.targets) or zeros  # fit: set when tracked
         self.targets = np.array(targets, dtype=np.float64)
         self.hold = None if state.hold is None else state.hold.pair()
+        if state.document_masking is None:  # begun unmasked (a checkpoint of before): stays so
+            self.reader.stop_document_masking()
 
     def state_dict(self) -> dict[str, Any]:
         """:meth:`state` in its saved form (:meth:`LoaderState.to_dict`): plain ints and lists."""

@@ -87,6 +87,10 @@ class LoaderState(SavedModel):
         stream_weights: per stream, the proportions set by re-weighting over streams (None: the
             phase's own).
         hold: a temporary mixture in progress, or None.
+        document_masking: True when the phase's micro-batches mask packed rows per document
+            (``train_loader.document_masking`` on a stream that records document starts); None
+            otherwise (the key is absent then, as in every checkpoint before it existed: a phase
+            resumed from such a state keeps drawing unmasked micro-batches).
     """
 
     samplers: tuple[dict[str, Any], ...]
@@ -99,6 +103,7 @@ class LoaderState(SavedModel):
     targets: Floats | None = None
     stream_weights: Floats | None = None
     hold: Hold | None = None
+    document_masking: Literal[True] | None = None
 
     def model_post_init(self, context: Any, /) -> None:
         """A ``"tokens"`` state carries its token counts (as a resume reads them)."""
@@ -205,4 +210,6 @@ class LoaderState(SavedModel):
             out["stream_weights"] = list(self.stream_weights)
         if self.hold is not None:
             out["hold"] = self.hold.to_dict()
+        if self.document_masking is not None:
+            out["document_masking"] = True
         return out

@@ -1,15 +1,22 @@
-"""A micro-batch of padded token rows (:class:`MicroBatch`) and the one collate that makes it."""
+"""A micro-batch of padded token rows (:class:`MicroBatch`) and the one collate that makes it.
+
+Under document masking (packed rows, :mod:`curriculum_ds.core.documents`) a micro-batch also
+carries ``position_ids`` restarting per document (:meth:`MicroBatch.with_documents`); its
+forward goes ``engine(mb.input_ids, **mb.forward_kwargs())`` (HF's convention) or takes
+:meth:`MicroBatch.block_causal_mask`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
+from curriculum_ds.core.documents import block_causal_mask, document_positions
 from curriculum_ds.core.loss import IGNORE_INDEX
 
 __all__ = ["MicroBatch", "collate", "collate_flat"]
@@ -24,12 +31,18 @@ class MicroBatch:
         attention_mask: int64 ``(micro_batch_size, seq_len)``, 1 on real tokens.
         labels: int64 ``(micro_batch_size, seq_len)``, ``IGNORE_INDEX`` on padding.
         positions: the micro-batch's positions in the global batch, int64 ``(micro_batch_size,)``.
+        position_ids: int64 ``(micro_batch_size, seq_len)`` restarting at 0 at every document of
+            a packed row (and at its padding), when ``train_loader.document_masking`` is on and
+            a stream of the phase records its rows' document starts; None otherwise (the model's
+            own positions, 0..seq_len-1). When set, the label of each document's first token
+            is ``IGNORE_INDEX`` (:mod:`curriculum_ds.core.documents`).
     """
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     labels: torch.Tensor
     positions: npt.NDArray[np.int64]
+    position_ids: torch.Tensor | None = None
 
     @classmethod
     def of_arrays(
@@ -47,6 +60,55 @@ class MicroBatch:
             positions,
         )
 
+    def with_documents(
+        self, starts: npt.NDArray[np.integer[Any]], counts: npt.NDArray[np.int64]
+    ) -> MicroBatch:
+        """This micro-batch with document masking: ``position_ids`` and boundary labels ignored.
+
+        Args:
+            starts: every row's document starts (offsets in the row) concatenated; those past a
+                row's tokens (cut by a shorter ``seq_len``) are ignored.
+            counts: int64 ``(micro_batch_size,)``: how many of ``starts`` are each row's.
+
+        Returns:
+            A new micro-batch (``input_ids`` and ``attention_mask`` shared, ``labels`` copied).
+        """
+        lengths = self.attention_mask.sum(dim=1).numpy().astype(np.int64)
+        positions, (rows, cols) = document_positions(
+            starts, counts, lengths, int(self.input_ids.shape[1])
+        )
+        labels = self.labels.clone()
+        labels[torch.from_numpy(rows), torch.from_numpy(cols)] = IGNORE_INDEX
+        return replace(self, labels=labels, position_ids=torch.from_numpy(positions))
+
+    def forward_kwargs(self) -> dict[str, torch.Tensor | None]:
+        """The keyword arguments of the model's forward beside ``input_ids``, HF's convention.
+
+        ``{"attention_mask": attention_mask}`` without document masking; with it
+        ``{"attention_mask": None, "position_ids": position_ids}``: transformers builds the
+        block-diagonal causal mask from ``position_ids`` only when ``attention_mask`` is None
+        (and no KV cache is used: give a HF model ``use_cache=False`` too). Usage:
+        ``engine(mb.input_ids, **mb.forward_kwargs())``.
+        """
+        if self.position_ids is None:
+            return {"attention_mask": self.attention_mask}
+        return {"attention_mask": None, "position_ids": self.position_ids}
+
+    def block_causal_mask(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The 4-D attention mask of this micro-batch, ``(micro_batch_size, 1, seq_len, seq_len)``.
+
+        Causal within each document (block-diagonal) under document masking; causal within the
+        row's real tokens otherwise (the padding a segment of its own). Bool (True: may attend)
+        when ``dtype`` is None, else additive (0 / the dtype's lowest value). For a model of
+        one's own; :func:`curriculum_ds.core.documents.block_causal_mask`.
+        """
+        position_ids = self.position_ids
+        if position_ids is None:
+            length = self.attention_mask.sum(dim=1, keepdim=True)
+            t = torch.arange(self.input_ids.shape[1], device=self.input_ids.device)
+            position_ids = torch.where(t < length, t, t - length)
+        return block_causal_mask(position_ids, dtype)
+
     @property
     def loss_mask(self) -> torch.Tensor:
         """Where the shifted labels bear a loss: bool ``(micro_batch_size, seq_len - 1)``.
@@ -63,11 +125,13 @@ class MicroBatch:
         """
         if self.input_ids.device == torch.device(device):
             return self
+        position_ids = self.position_ids
         return MicroBatch(
             self.input_ids.to(device, non_blocking=non_blocking),
             self.attention_mask.to(device, non_blocking=non_blocking),
             self.labels.to(device, non_blocking=non_blocking),
             self.positions,
+            None if position_ids is None else position_ids.to(device, non_blocking=non_blocking),
         )
 
     def pin_memory(self) -> MicroBatch:
@@ -77,6 +141,7 @@ class MicroBatch:
             self.attention_mask.pin_memory(),
             self.labels.pin_memory(),
             self.positions,
+            None if self.position_ids is None else self.position_ids.pin_memory(),
         )
 
 

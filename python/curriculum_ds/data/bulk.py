@@ -53,12 +53,12 @@ _DTYPES = {
 }
 
 
-def _layout(shards: Sequence[Any]) -> tuple[list[int], int, str, bool] | None:
-    """``(column_sizes, column, dtype, fixed_shape)`` shared by every shard, or None."""
+def _layout(shards: Sequence[Any], name: str) -> tuple[list[int], int, str, bool] | None:
+    """``(column_sizes, column, dtype, fixed_shape)`` of column ``name`` in every shard, or None."""
     from streaming.base.format.mds.reader import MDSReader
 
     first = shards[0] if shards else None
-    if not isinstance(first, MDSReader) or COLUMN not in first.column_names:
+    if not isinstance(first, MDSReader) or name not in first.column_names:
         return None
     for shard in shards:
         if not isinstance(shard, MDSReader) or (
@@ -67,7 +67,7 @@ def _layout(shards: Sequence[Any]) -> tuple[list[int], int, str, bool] | None:
             shard.column_sizes,
         ) != (first.column_names, first.column_encodings, first.column_sizes):
             return None
-    column = first.column_names.index(COLUMN)
+    column = first.column_names.index(name)
     parts = first.column_encodings[column].split(":")
     if parts[0] != "ndarray" or len(parts) not in (2, 3) or parts[1] not in _DTYPES:
         return None  # a dynamic dtype, or another encoding: streaming decodes it
@@ -102,16 +102,22 @@ class BulkReader:
         self.dtype = dtype
 
     @classmethod
-    def of(cls, datasets: Sequence[Any], names: Sequence[str] | None = None) -> BulkReader | None:
-        """A reader over ``datasets``, or None when one of them does not fit (see the class)."""
+    def of(
+        cls, datasets: Sequence[Any], names: Sequence[str] | None = None, column: str = COLUMN
+    ) -> BulkReader | None:
+        """A reader over ``datasets``, or None when one of them does not fit (see the class).
+
+        ``column``: the ndarray column read (default ``input_ids``; ``doc_starts`` for packed
+        rows' document starts), which every stream must have.
+        """
         specs: list[tuple[Any, ...]] = []
         dtypes = set()
         for j, ds in enumerate(datasets):
             shards = list(getattr(ds, "shards", []))
-            layout = _layout(shards)
+            layout = _layout(shards, column)
             if layout is None:
                 return None
-            sizes, column, dtype, fixed_shape = layout
+            sizes, column_idx, dtype, fixed_shape = layout
             paths = [str(Path(s.dirname, s.split, s.raw_data.basename)) for s in shards]
             sizes_on_disk = [_recorded_bytes(s.raw_data) for s in shards]
             counts = [int(s.samples) for s in shards]
@@ -119,7 +125,9 @@ class BulkReader:
                 return None
             itemsize = np.dtype(dtype).itemsize
             name = names[j] if names is not None else Path(shards[0].dirname).name
-            specs.append((name, paths, sizes_on_disk, counts, sizes, column, itemsize, fixed_shape))
+            specs.append(
+                (name, paths, sizes_on_disk, counts, sizes, column_idx, itemsize, fixed_shape)
+            )
             dtypes.add(dtype)
         if len(dtypes) != 1:
             return None

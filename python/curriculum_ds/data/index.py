@@ -17,6 +17,7 @@ from curriculum_ds.errors import DataError
 
 __all__ = [
     "DATASET_FORMAT",
+    "DOC_STARTS_COLUMN",
     "META_FILENAME",
     "METRICS_FILENAME",
     "is_int",
@@ -32,6 +33,10 @@ META_FILENAME = "curriculum_meta.json"
 """The dataset's metadata written by :func:`curriculum_ds.data.prepare` (see the package doc)."""
 METRICS_FILENAME = "metrics.npz"
 """One array per metric column, in sample order (see the package doc)."""
+DOC_STARTS_COLUMN = "doc_starts"
+"""The MDS column of packed rows (``prepare --pack``) holding where each document starts in
+the row (``ndarray:int32`` offsets, increasing, the first 0). Absent from streams packed before
+it was written: their rows are then one document each for document masking (as then)."""
 
 
 def read_index(local: Path, *, require_shards: bool = True) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from curriculum_ds.data.index import (
     DATASET_FORMAT,
+    DOC_STARTS_COLUMN,
     META_FILENAME,
     METRICS_FILENAME,
     is_int,
@@ -53,6 +54,9 @@ class StreamInfo:
         packed: Prepared with ``pack``: every row but the last holds exactly ``max_seq_len``
             tokens, spanning documents (``False`` for datasets prepared before it was recorded
             and for foreign datasets).
+        doc_starts: Its shards have the ``doc_starts`` column (packed rows' document starts,
+            written by ``prepare --pack`` since document masking exists); ``False`` for streams
+            packed before, whose rows then count as one document each.
     """
 
     local: Path
@@ -67,6 +71,7 @@ class StreamInfo:
     max_token_id: int | None = None
     tokenizer_sha256: str | None = None
     packed: bool = False
+    doc_starts: bool = False
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -169,6 +174,9 @@ def read_stream_info(local: str | Path, *, remote: str | None = None) -> StreamI
         max_token_id=max_token_id,
         tokenizer_sha256=sha if isinstance(sha, str) else None,
         packed=packed,
+        doc_starts=all(
+            DOC_STARTS_COLUMN in (shard.get("column_names") or []) for shard in index["shards"]
+        ),
     )
 
 

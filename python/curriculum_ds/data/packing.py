@@ -7,7 +7,10 @@
   token stream cut into rows of exactly ``max_seq_len`` tokens (:func:`pack_rows`); only the last
   row of the dataset may be shorter. No token is lost or duplicated. This is llm-foundry's
   ``concat_tokens`` conversion (``ConcatTokensDataset``), without its BOS and with the trailing
-  partial row kept.
+  partial row kept. :func:`pack_documents` also gives each row's document starts (the offsets
+  where a document begins), which ``prepare --pack`` writes as the ``doc_starts`` column so that
+  training can keep a token from attending across a document boundary
+  (:mod:`curriculum_ds.core.documents`).
 
 :class:`PaddingTally` counts, while the documents stream by, the padding fraction both layouts
 would have: the share of token slots that are padding when every row is padded to
@@ -29,7 +32,14 @@ import numpy as np
 from curriculum_ds.errors import ConfigError
 from curriculum_ds.files.user_paths import show_path
 
-__all__ = ["PaddingTally", "check_packed_rows", "pack_rows", "padding_fraction", "split_document"]
+__all__ = [
+    "PaddingTally",
+    "check_packed_rows",
+    "pack_documents",
+    "pack_rows",
+    "padding_fraction",
+    "split_document",
+]
 
 
 def split_document(ids: np.ndarray, max_seq_len: int, min_tokens: int) -> list[np.ndarray]:
@@ -53,35 +63,64 @@ def split_document(ids: np.ndarray, max_seq_len: int, min_tokens: int) -> list[n
 def pack_rows(docs: Iterable[np.ndarray], row_len: int) -> Iterator[np.ndarray]:
     """Concatenate token arrays in order and cut the stream into rows of ``row_len`` tokens.
 
+    The rows of :func:`pack_documents`, without their document starts.
+    """
+    for row, _ in pack_documents(docs, row_len):
+        yield row
+
+
+def pack_documents(
+    docs: Iterable[np.ndarray], row_len: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Concatenate token arrays in order, cut into rows of ``row_len`` tokens, with their starts.
+
     Holds at most one row plus one document in memory.
 
     Args:
         docs: Token id arrays, shape ``(n,)`` each, one dtype; each should end with its EOS.
+            Empty arrays are skipped.
         row_len: Tokens per row, ``>= 1``.
 
     Yields:
-        Arrays of exactly ``row_len`` tokens, then a last one of ``1 .. row_len`` tokens when the
-        total is not a multiple of ``row_len``. Their concatenation equals the concatenation of
-        ``docs``. Deterministic.
+        ``(row, starts)``: ``row`` holds exactly ``row_len`` tokens (the last one ``1 ..
+        row_len`` when the total is not a multiple of ``row_len``), and the rows concatenate to
+        the concatenation of ``docs``; ``starts`` (int32, increasing, in ``[0, len(row))``) are
+        the offsets in ``row`` where a segment begins: 0 (a document begins there, or the rest
+        of the previous row's last document continues; either way the row's first token sees
+        no earlier one) and every offset where a document begins. Never empty (MDS cannot
+        store an empty array). Deterministic.
     """
     pending: list[np.ndarray] = []
+    pending_starts: list[int] = []  # offsets in the pending tokens where a document begins
     num_pending = 0
     for ids in docs:
         if ids.size == 0:
             continue
         pending.append(ids)
+        pending_starts.append(num_pending)
         num_pending += ids.size
         if num_pending < row_len:
             continue
         flat = np.concatenate(pending) if len(pending) > 1 else pending[0]
+        starts = np.asarray(pending_starts, dtype=np.int64)
         num_full = flat.size // row_len * row_len
-        for start in range(0, num_full, row_len):
-            yield flat[start : start + row_len]
+        cuts = np.searchsorted(starts, np.arange(0, num_full + 1, row_len))
+        for k, start in enumerate(range(0, num_full, row_len)):
+            yield flat[start : start + row_len], _with_zero(starts[cuts[k] : cuts[k + 1]] - start)
         rest = flat[num_full:]
         pending = [rest] if rest.size else []
+        pending_starts = (starts[cuts[-1] :] - num_full).tolist()
         num_pending = int(rest.size)
     if num_pending:
-        yield np.concatenate(pending) if len(pending) > 1 else pending[0]
+        flat = np.concatenate(pending) if len(pending) > 1 else pending[0]
+        yield flat, _with_zero(np.asarray(pending_starts, dtype=np.int64))
+
+
+def _with_zero(starts: np.ndarray) -> np.ndarray:
+    """``starts`` as int32, beginning with 0."""
+    if starts.size and starts[0] == 0:
+        return starts.astype(np.int32)
+    return np.concatenate([np.zeros(1, dtype=np.int32), starts.astype(np.int32)])
 
 
 def padding_fraction(num_tokens: int, num_rows: int, row_len: int) -> float:

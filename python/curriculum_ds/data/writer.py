@@ -35,9 +35,14 @@ from curriculum_ds.data.documents import (
     describe_skipped,
     iter_documents,
 )
-from curriculum_ds.data.index import DATASET_FORMAT, META_FILENAME, METRICS_FILENAME
+from curriculum_ds.data.index import (
+    DATASET_FORMAT,
+    DOC_STARTS_COLUMN,
+    META_FILENAME,
+    METRICS_FILENAME,
+)
 from curriculum_ds.data.metrics import METRIC_COLUMNS, compression_ratio, token_entropy
-from curriculum_ds.data.packing import PaddingTally, pack_rows, split_document
+from curriculum_ds.data.packing import PaddingTally, pack_documents, split_document
 from curriculum_ds.data.tokenizers import load_tokenizer
 from curriculum_ds.errors import DataError
 
@@ -194,7 +199,9 @@ def prepare(
 
     The MDS columns are ``input_ids``
     (``ndarray:int32``, shape ``(num_tokens,)``) and the metrics of
-    :data:`~curriculum_ds.data.metrics.METRIC_COLUMNS` (see :mod:`curriculum_ds.data`).
+    :data:`~curriculum_ds.data.metrics.METRIC_COLUMNS` (see :mod:`curriculum_ds.data`); packed
+    rows add ``doc_starts`` (:data:`DOC_STARTS_COLUMN`, ``ndarray:int32``): 0, then the other
+    offsets in the row where a document begins (increasing).
     Everything is written to a temporary folder next to ``out`` and renamed at the end, so an
     error leaves no partial dataset under ``out`` (and the parent folders of ``out`` that this
     call created are removed again). Each shard's :data:`SHARD_HASHES` are recorded in
@@ -291,7 +298,11 @@ def prepare(
         docs = batched(read, _HF_ENCODE_BATCH)
         with contextlib.ExitStack() as stack:
             writer = stack.enter_context(
-                MDSWriter(out=str(tmp), columns=_MDS_COLUMNS, **writer_kwargs)
+                MDSWriter(
+                    out=str(tmp),
+                    columns=_MDS_COLUMNS | ({DOC_STARTS_COLUMN: "ndarray:int32"} if pack else {}),
+                    **writer_kwargs,
+                )
             )
 
             def encoded() -> Iterator[np.ndarray]:
@@ -306,25 +317,27 @@ def prepare(
                         yield ids
                     bar.update(len(batch))
 
+            rows: Iterator[tuple[np.ndarray, np.ndarray | None]]
             if pack:
-                rows = pack_rows(encoded(), max_seq_len)
+                rows = pack_documents(encoded(), max_seq_len)
             else:
                 rows = (
-                    piece
+                    (piece, None)
                     for ids in encoded()
                     for piece in split_document(ids, max_seq_len, min_tokens)
                 )
-            for piece in rows:
+            for piece, starts in rows:
                 entropy = token_entropy(piece)
                 ratio = compression_ratio(piece, eos_id=tok.eos_id, pack_dtype=tok.pack_dtype)
-                writer.write(
-                    {
-                        "input_ids": piece,
-                        "num_tokens": int(piece.size),
-                        "token_entropy": entropy,
-                        "compression_ratio": ratio,
-                    }
-                )
+                sample = {
+                    "input_ids": piece,
+                    "num_tokens": int(piece.size),
+                    "token_entropy": entropy,
+                    "compression_ratio": ratio,
+                }
+                if starts is not None:
+                    sample[DOC_STARTS_COLUMN] = starts
+                writer.write(sample)
                 lengths.append(int(piece.size))
                 max_token_id = max(max_token_id, int(piece.max()))
                 entropies.append(entropy)

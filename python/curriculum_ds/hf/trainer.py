@@ -135,7 +135,10 @@ class CurriculumTrainer(Trainer):
         if step is None:
             raise StepError("training_step: no curriculum step in flight")
         model.train()
-        outputs = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
+        # packed documents: position_ids with attention_mask None, and no KV cache (transformers
+        # builds the per-document mask only then); else the attention mask, as always
+        masked = {} if mb.position_ids is None else {"use_cache": False}
+        outputs = model(input_ids=mb.input_ids, **mb.forward_kwargs(), **masked)
         step.backward(outputs, mb)
         if mb is not step.micro_batches[-1]:
             return torch.zeros((), device=self.args.device)

@@ -11,11 +11,10 @@ on
   a pure function of the loader's counters, the bucket probabilities and the step's start
   ``fraction`` of its phase, and all three are known then, so the early batch is the batch an
   unprefetched run draws.
-* **Reading and collating them** (:meth:`~curriculum_ds.core.loader.PhaseLoader.fetch` and
-  :func:`~curriculum_ds.core.microbatch.collate`, called unchanged) runs on one daemon thread for
-  the
-  first ``prefetch_micro_batches`` micro-batches of that next step, while this step computes;
-  pinned memory on CUDA, so the copy to the device is ``non_blocking``.
+* **Reading and collating them** (the loader's own read,
+  :meth:`~curriculum_ds.core.sample_reader.SampleReader.micro_batch`, called unchanged) runs on
+  one daemon thread for the first ``prefetch_micro_batches`` micro-batches of that next step,
+  while this step computes; pinned memory on CUDA, so the copy to the device is ``non_blocking``.
 
 A batch decided early is not consumed: :meth:`StepFeed.loader_state` and
 :meth:`StepFeed.epochs_done` give the loader's counters *before* that decision, so a checkpoint
@@ -38,8 +37,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-from curriculum_ds.core.microbatch import collate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -221,8 +218,8 @@ class StepFeed:
     def _read(
         self, loader: PhaseLoader, batch: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]
     ) -> MicroBatch:
-        """Fetch and collate one micro-batch (the loader's own read, unchanged)."""
-        return collate(loader.fetch(batch[positions]), positions)
+        """Read one micro-batch as the loader reads it (padded in bulk; documents masked)."""
+        return loader.reader.micro_batch(batch[positions], positions, loader.seq_len)
 
     def _read_pinned(
         self, loader: PhaseLoader, batch: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]

@@ -68,10 +68,15 @@ def train(
         eval_forward=None if forward is None else (lambda mb: forward(engine, mb)),
         lock=False,
     ) as run_dir:
+        # a HF model runs without a KV cache: transformers builds the per-document mask of
+        # position_ids (document masking) only without one, and training never reads it
+        no_cache = (
+            {"use_cache": False} if hasattr(getattr(model, "config", None), "use_cache") else {}
+        )
         for step in run_dir:
             for mb in step.micro_batches:
-                if forward is None:
-                    logits = engine(mb.input_ids, attention_mask=mb.attention_mask)
+                if forward is None:  # attention_mask, or position_ids for packed documents
+                    logits = engine(mb.input_ids, **mb.forward_kwargs(), **no_cache)
                 else:
                     logits = forward(engine, mb)
                 step.backward(logits, mb)  # token-weighted loss -> engine.backward + engine.step
@@ -83,7 +88,7 @@ def train(
 
 
 def _model(args: argparse.Namespace, run: RunConfig) -> tuple[Any, Any]:
-    """The model and its forward (None: ``engine(input_ids, attention_mask=...)``)."""
+    """The model and its forward (None: ``engine(input_ids, **mb.forward_kwargs())``)."""
     max_seq_len = max(p.train_loader.peak_seq_len for p in run.curriculum.schedule)
     if args.model_factory is not None:
         from curriculum_ds.model_factory import build_from_factory

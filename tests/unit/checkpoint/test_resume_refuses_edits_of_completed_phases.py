@@ -91,8 +91,10 @@ def test_explicit_default_is_not_a_change() -> None:
         r["schedule"][0]["train_loader"]["streams"][0]["name"] = "short"
         r["schedule"][2]["train_loader"]["epoch_size"] = None
         r["schedule"][0]["train_loader"]["seq_len_multiple"] = 8  # issue 32's key, at default
+        r["schedule"][0]["train_loader"]["document_masking"] = True  # issue 32's, at default
 
     assert "seq_len_multiple" not in MID_MIX["phases"][0]["train_loader"]
+    assert "document_masking" not in MID_MIX["phases"][0]["train_loader"]
     assert check_resume(edited(explicit), MID_MIX).phase_idx == 1
 
 
@@ -103,6 +105,16 @@ def test_completed_phase_seq_len_multiple_edit_refused() -> None:
         MID_MIX,
         'curriculum.schedule[0] ("short").train_loader.seq_len_multiple: phase "short" is '
         "complete and cannot change (checkpoint has no value, config has 16)",
+    )
+
+
+def test_completed_phase_document_masking_turned_off_refused() -> None:
+    cfg = edited(lambda r: r["schedule"][0]["train_loader"].__setitem__("document_masking", False))
+    refused(
+        cfg,
+        MID_MIX,
+        'curriculum.schedule[0] ("short").train_loader.document_masking: phase "short" is '
+        "complete and cannot change (checkpoint has no value, config has false)",
     )
 
 

@@ -146,3 +146,18 @@ def test_seq_len_multiple_at_its_default_keeps_the_phase_fingerprint() -> None:
     assert phase_fingerprint(explicit) == before
     _set_loader("seq_len_multiple", 2)(section)
     assert phase_fingerprint(parse_curriculum(section).schedule[1]) != before
+
+
+def test_document_masking_at_its_default_keeps_the_phase_fingerprint() -> None:
+    section = base_section()
+    before = phase_fingerprint(parse_curriculum(section).schedule[1])
+    assert parse_curriculum(section).schedule[1].train_loader.document_masking is True
+    _set_loader("document_masking", True)(section)
+    explicit = parse_curriculum(section).schedule[1]
+    assert "document_masking" not in explicit.train_loader.model_dump(mode="json")
+    assert phase_fingerprint(explicit) == before
+    _set_loader("document_masking", False)(section)
+    off = parse_curriculum(section).schedule[1]
+    assert off.train_loader.model_dump(mode="json")["document_masking"] is False
+    assert phase_fingerprint(off) != before
+    assert refused(_set_loader("document_masking", "yes")).startswith(f"{MIX}.document_masking: ")

@@ -2,7 +2,8 @@
 
 ``PhaseLoader.fetch`` and ``micro_batches`` read through :class:`curriculum_ds.data.bulk.BulkReader`
 (one Rust call per micro-batch); the samples must be byte-identical (values and dtype) to
-``StreamingDataset.__getitem__``, on plain, packed and remote (S3) streams, truncation included.
+``StreamingDataset.__getitem__``, on plain, packed and remote (S3) streams, truncation included;
+so are a packed row's document starts (document masking, issue 32).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def _check(loader: PhaseLoader) -> None:
     pairs = np.stack([np.zeros(n, np.int64), np.random.default_rng(0).permutation(n)], axis=1)
     assert loader.reader.bulk is not None
     assert loader.reader.bulk.read(pairs, loader.seq_len) is not None
+    if loader.reader.masks_documents:  # the starts are read in bulk too
+        assert loader.reader.starts_bulk is not None
+        assert loader.reader.starts_bulk.read(pairs, loader.seq_len) is not None
     ds = loader.reader.datasets[0]
     for limit in (loader.seq_len, 5):
         loader.seq_len = limit
@@ -46,9 +50,16 @@ def _check(loader: PhaseLoader) -> None:
         whole = pairs[: len(pairs) // 8 * 8]
         mbs = loader.micro_batches(whole, dp_rank=0, dp_world_size=1, micro_batch_size=8)
         for k, mb in enumerate(mbs):
-            ref = collate(
-                loader.reader.fetch_each(whole[8 * k : 8 * k + 8], loader.seq_len), mb.positions
-            )
+            pairs_k = whole[8 * k : 8 * k + 8]
+            ref = collate(loader.reader.fetch_each(pairs_k, loader.seq_len), mb.positions)
+            if loader.reader.masks_documents:  # packed rows: their starts as streaming decodes them
+                starts = [np.asarray(ds[i]["doc_starts"]) for i in pairs_k[:, 1].tolist()]
+                counts = np.array([len(x) for x in starts], dtype=np.int64)
+                ref = ref.with_documents(np.concatenate(starts), counts)
+                assert mb.position_ids is not None
+                assert torch.equal(mb.position_ids, ref.position_ids)
+            else:
+                assert mb.position_ids is None
             for a, b in ((mb.input_ids, ref.input_ids), (mb.labels, ref.labels)):
                 assert a.dtype == b.dtype
                 assert torch.equal(a, b)

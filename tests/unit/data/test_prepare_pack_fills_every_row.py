@@ -4,7 +4,8 @@ Every row but the last holds exactly ``max_seq_len`` tokens; the rows, concatena
 unpacked token stream (no token lost or duplicated), so removing EOS gives back each document's
 bytes; per-row metrics are the metrics of the row; ``curriculum_meta.json`` says ``packed``; the
 padding fraction of both layouts is reported, and a packed row longer than a phase's
-``max_seq_len`` is refused in one line before training.
+``max_seq_len`` is refused in one line before training. Each row records where its documents
+start (issue 32, document masking).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from test_prepare_with_an_hf_tokenizer_json import make_wordlevel
 from curriculum_ds.cli import main
 from curriculum_ds.config import load_config
 from curriculum_ds.data import compression_ratio, prepare, read_stream_info, token_entropy
-from curriculum_ds.data.packing import PaddingTally, pack_rows
+from curriculum_ds.data.packing import PaddingTally, pack_documents, pack_rows
 from curriculum_ds.errors import ConfigError, DataError
 
 EOS = BYTE.eos_id
@@ -79,6 +80,25 @@ def test_pack_rows_holds_the_stream_for_any_cut() -> None:
         rows = list(pack_rows(iter(docs), row_len))
         assert [r.size for r in rows[:-1]] == [row_len] * (len(rows) - 1)
         assert np.array_equal(np.concatenate(rows), np.concatenate(docs))
+
+
+def test_pack_documents_records_where_every_document_starts() -> None:
+    rng = np.random.default_rng(1)
+    docs = [rng.integers(0, 50, size=n).astype(np.int32) for n in rng.integers(0, 40, size=300)]
+    doc_starts = np.cumsum([0, *(d.size for d in docs if d.size)])[:-1]  # in the whole stream
+    for row_len in (1, 3, 16, 39, 10_000):
+        offset, found = 0, []
+        for row, starts in pack_documents(iter(docs), row_len):
+            assert starts.dtype == np.int32
+            assert starts[0] == 0  # the row's first token opens a segment, always
+            assert (np.diff(starts) > 0).all()
+            assert starts[-1] < row.size
+            found += [offset + int(s) for s in starts]
+            offset += row.size
+        # every document start, plus each row's first token where a document continues
+        row_firsts = set(range(0, offset, row_len))
+        assert sorted(set(found)) == found
+        assert set(found) == set(doc_starts.tolist()) | row_firsts
 
 
 def test_padding_fraction_of_both_layouts(tmp_path: Path) -> None:
