@@ -18,7 +18,7 @@ from curriculum_ds.core.lr_schedule import LRSchedule
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "configs" / "experiments"
 
 
-@pytest.mark.parametrize("name", ["anneal", "phases", "noisy_domain"])
+@pytest.mark.parametrize("name", ["anneal", "phases", "noisy_domain", "noisy_domain_methods"])
 def test_shipped_experiment_arms_are_comparable(name):
     spec = json.loads((EXPERIMENTS / f"{name}.json").read_text())
     base = json.loads((EXPERIMENTS / spec["base"]).read_text())
@@ -85,7 +85,20 @@ def test_the_anneal_ramp_arm_moves_the_same_code_tokens_as_the_phase_switch():
 
 def test_every_shipped_experiment_is_tested() -> None:
     shipped = {p.stem for p in EXPERIMENTS.glob("*.json") if "arms" in json.loads(p.read_text())}
-    assert shipped == {"anneal", "phases", "noisy_domain"}
+    assert shipped == {"anneal", "phases", "noisy_domain", "noisy_domain_methods"}
+
+
+def test_the_methods_experiment_is_the_noisy_domains_arms_at_5_seeds() -> None:
+    """``noisy_domain_methods.json``: the natural mix and each published method's arm of
+    ``noisy_domain.json``, as they are there, over 5 seeds (issue 33's evidence)."""
+    whole = json.loads((EXPERIMENTS / "noisy_domain.json").read_text())
+    methods = json.loads((EXPERIMENTS / "noisy_domain_methods.json").read_text())
+    assert methods["base"] == whole["base"]
+    assert methods["reference"] == whole["reference"] == "natural"
+    assert methods["seeds"] == [1, 2, 3, 4, 5]
+    names = ["natural", "doremi", "odm", "ado", "aioli", "skillit"]
+    assert list(methods["arms"]) == names
+    assert all(methods["arms"][n] == whole["arms"][n] for n in names)
 
 
 NOISY_STREAMS = ["docstrings", "code", "noise"]
