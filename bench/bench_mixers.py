@@ -32,6 +32,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before numpy/scipy load their BLAS
 
 import argparse
+import dataclasses
 import json
 import shlex
 import statistics
@@ -54,6 +55,7 @@ REFERENCE_COLUMN = "bench_ref_loss"
 """A reference-loss column every synthetic stream has (random; for methods that read one)."""
 METHOD_KEYS: dict[str, dict[str, Any]] = {
     "softmax": {"signal": "loss"},
+    "doremi": {"reference_metric": REFERENCE_COLUMN},
     "odm": {"recompute_every_n_steps": 1},
     "ado": {
         "recompute_every_n_steps": 1,
@@ -71,10 +73,15 @@ QUICK_KEYS: dict[str, dict[str, Any]] = {
 """``--quick``: keys that make a method act within a few steps."""
 
 
-def method_config(method: str, base: dict[str, Any], quick: bool) -> DynamicConfig:
-    """``curriculum.dynamic`` for ``method`` over streams: ``base`` + its :data:`METHOD_KEYS`."""
+def method_config(
+    method: str, base: dict[str, Any], quick: bool, work: Path | None = None
+) -> DynamicConfig:
+    """``curriculum.dynamic`` for ``method`` over streams: ``base`` + its :data:`METHOD_KEYS`
+    (the ``file`` method reads ``work/weights.json``)."""
     keys = {**base, "enabled": True, "method": method, "unit": "streams"}
     keys.update(METHOD_KEYS.get(method, {}))
+    if method == "file" and work is not None:
+        keys["file"] = {"path": str(work / "weights.json")}
     if quick:
         keys.update(QUICK_KEYS.get(method, {}))
     return DynamicConfig.model_validate(keys)
@@ -122,6 +129,10 @@ def time_methods(
         {method: reason}, "steps": int, "global_batch": int, "num_streams": int}``.
     """
     view = phase_view(num_streams)
+    # the file method: a weights file to read at each boundary, the run dir it journals in
+    work = Path(tempfile.mkdtemp(prefix="bench_mixers_"))
+    (work / "weights.json").write_text(json.dumps(dict.fromkeys(view.stream_names, 1.0)))
+    view = dataclasses.replace(view, run_dir=work)
     arms: list[tuple[str, Any]] = []
     refit: dict[str, dict[str, float]] = {}
     not_timed: dict[str, str] = {}
@@ -129,7 +140,7 @@ def time_methods(
         if "streams" not in units:
             continue
         try:
-            reweighter = make_reweighter(method_config(method, base, quick))
+            reweighter = make_reweighter(method_config(method, base, quick, work))
             reweighter.start_phase(view, None)
         except Exception as exc:  # a method that needs what synthetic streams lack
             not_timed[method] = f"{type(exc).__name__}: {exc}"
