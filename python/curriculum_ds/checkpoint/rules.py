@@ -148,9 +148,9 @@ def _check_dynamic_unchanged(
 ) -> None:
     """Inside a phase the re-weighting state continues, so its shape may not change.
 
-    ``enabled``, ``method``, ``unit``, ``signal``, ``num_buckets`` and ``window`` fix the
-    sampler's buckets, the stream weights and the rolling window that the checkpoint restores;
-    they may change from the next phase on.
+    ``enabled``, ``method`` and its own keys (``dynamic.<method>``), ``unit``, ``signal``,
+    ``num_buckets`` and ``window`` fix the sampler's buckets, the stream weights and the rolling
+    window that the checkpoint restores; they may change from the next phase on.
     """
     where = f"the checkpoint is inside phase {phase_idx} ({json.dumps(phase_name)})"
     was_on = saved_dynamic is not None
@@ -179,6 +179,16 @@ def _check_dynamic_unchanged(
                 f"{json.dumps(saved_value)}, not {json.dumps(value)}; it cannot change before "
                 "that phase ends"
             )
+    saved_keys, section = saved_dynamic.method_keys, dynamic.method_config
+    if saved_keys is not None and section is not None:  # the method's own keys, as it ran
+        keys = section.model_dump(mode="json")
+        for key in sorted(set(saved_keys) | set(keys)):
+            if saved_keys.get(key) != keys.get(key):
+                raise ResumeError(
+                    f"curriculum.dynamic.{dynamic.method}.{key}: {where}, which ran with {key} "
+                    f"{json.dumps(saved_keys.get(key))}, not {json.dumps(keys.get(key))}; it "
+                    "cannot change before that phase ends"
+                )
     saved_buckets = saved_dynamic.num_buckets
     saved_window = getattr(saved_dynamic, "window_capacity", None)  # None: a method without one
     if dynamic.unit == "buckets" and saved_buckets != dynamic.num_buckets:

@@ -42,6 +42,7 @@ from curriculum_ds.dynamic.odm import stream_mean_losses
 from curriculum_ds.dynamic.rank0 import broadcast_from_rank0
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.state import StreamADOState
+from curriculum_ds.dynamic.state_common import method_keys
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 
 if TYPE_CHECKING:
@@ -274,6 +275,7 @@ class ADOReweighter:
             len(self.losses), len(self.stream_names)
         )  # (0, 0) before a phase starts
         return StreamADOState(
+            method_keys=method_keys(self.cfg),
             phase_idx=self.phase_idx,
             probs=self.probs.copy(),
             num_recomputes=self.num_recomputes,

@@ -39,6 +39,7 @@ from curriculum_ds.dynamic.aioli_rule import (
 from curriculum_ds.dynamic.eval_losses import losses_of
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.state import AioliRoundState, StreamAioliState
+from curriculum_ds.dynamic.state_common import method_keys
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 
 if TYPE_CHECKING:
@@ -209,6 +210,7 @@ class AioliReweighter:
     def state(self) -> StreamAioliState:
         """Everything a resume needs, the round in progress included. Copies."""
         return StreamAioliState(
+            method_keys=method_keys(self.cfg),
             phase_idx=self.phase_idx,
             probs=self.probs.copy(),
             prior=self.prior.copy(),

@@ -48,6 +48,7 @@ from curriculum_ds.config.mixers import DoReMiConfig
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.signals import excess_losses, metric_columns
 from curriculum_ds.dynamic.state import DoReMiState, DoReMiSubState, StreamWindowState
+from curriculum_ds.dynamic.state_common import method_keys
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.dynamic.window import StreamWindow
 
@@ -276,6 +277,7 @@ class DoReMiReweighter:
     def state(self) -> DoReMiState:
         """Everything a resume needs (:class:`~curriculum_ds.dynamic.state.DoReMiState`). Copies."""
         return DoReMiState(
+            method_keys=method_keys(self.cfg),
             phase_idx=self.phase_idx,
             signal=self.cfg.signal,
             reference_metric=self.cfg.reference_metric,

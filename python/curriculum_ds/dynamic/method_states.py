@@ -85,6 +85,7 @@ class DoReMiState(_Common):
             "probs": self.probs,
             "window": self.window.to_dict(),
             "num_recomputes": self.num_recomputes,
+            "method_keys": self.method_keys,
             "doremi": self.doremi.to_dict(),
         }
 
@@ -135,6 +136,7 @@ class StreamFileState(_Common):
             "phase_idx": self.phase_idx,
             "probs": self.probs,
             "num_recomputes": self.num_recomputes,
+            "method_keys": self.method_keys,
             "file": self.file.to_dict(),
         }
 
@@ -163,6 +165,7 @@ class _ReadsEvalState(_Common):
             "prior": self.prior,
             "window_capacity": self.window_capacity,
             "num_recomputes": self.num_recomputes,
+            "method_keys": self.method_keys,
         }
 
 
@@ -255,6 +258,7 @@ class _StreamMethod(_Common):
             "phase_idx": self.phase_idx,
             "probs": self.probs,
             "num_recomputes": self.num_recomputes,
+            "method_keys": self.method_keys,
         }
 
 

@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.state import StreamODMState
+from curriculum_ds.dynamic.state_common import method_keys
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 
 if TYPE_CHECKING:
@@ -235,6 +236,7 @@ class ODMReweighter:
     def state(self) -> StreamODMState:
         """Everything a resume needs (:class:`~curriculum_ds.dynamic.state.StreamODMState`)."""
         return StreamODMState(
+            method_keys=method_keys(self.cfg),
             phase_idx=self.phase_idx,
             probs=self.probs.copy(),
             num_recomputes=self.num_recomputes,

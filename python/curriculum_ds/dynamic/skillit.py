@@ -27,6 +27,7 @@ from curriculum_ds.dynamic.eval_losses import losses_of
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.skillit_rule import initial_weights, skillit_weights
 from curriculum_ds.dynamic.state import StreamSkillitState
+from curriculum_ds.dynamic.state_common import method_keys
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ class SkillitReweighter:
     def state(self) -> StreamSkillitState:
         """Everything a resume needs: weights, prior, the window of evaluations. Copies."""
         return StreamSkillitState(
+            method_keys=method_keys(self.cfg),
             phase_idx=self.phase_idx,
             probs=self.probs.copy(),
             prior=self.prior.copy(),

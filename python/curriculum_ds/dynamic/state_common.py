@@ -7,11 +7,14 @@ and numpy: no torch, no I/O.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from curriculum_ds.core.saved import FloatArray, Int, IntArray, SavedModel
 
-__all__ = ["BucketWindowState", "StreamWindowState", "_Common"]
+if TYPE_CHECKING:
+    from curriculum_ds.config import DynamicConfig
+
+__all__ = ["BucketWindowState", "StreamWindowState", "_Common", "method_keys"]
 
 
 class BucketWindowState(SavedModel):
@@ -62,12 +65,16 @@ class _Common(SavedModel):
         probs: float64 weights now: ``(num_buckets,)`` bucket probabilities or
             ``(num_streams,)`` stream weights.
         num_recomputes: recomputes so far in the run, ≥ 0.
+        method_keys: a published method's own section (``dynamic.<method>``, JSON values) of
+            the run that saved it, which a resume inside the phase may not change (None:
+            ``softmax``, and states saved before it was recorded).
     """
 
     unit: ClassVar[str]
     method: ClassVar[str]
 
     phase_idx: Int | None = None
+    method_keys: dict[str, Any] | None = None
     signal: Literal["loss", "excess_loss", "learnability"] = "loss"
     reference_metric: str | None = None
     probs: FloatArray
@@ -77,3 +84,9 @@ class _Common(SavedModel):
     def num_buckets(self) -> int:
         """``len(probs)``."""
         return len(self.probs)
+
+
+def method_keys(cfg: DynamicConfig) -> dict[str, Any] | None:
+    """``cfg``'s method section as a state records it (JSON values); None for ``softmax``."""
+    section = cfg.method_config
+    return None if section is None else section.model_dump(mode="json")

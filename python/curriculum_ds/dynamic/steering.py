@@ -45,6 +45,7 @@ import numpy.typing as npt
 from curriculum_ds.dynamic.rank0 import decide_on_rank0
 from curriculum_ds.dynamic.registry import register
 from curriculum_ds.dynamic.state import FileSourceState, StreamFileState
+from curriculum_ds.dynamic.state_common import method_keys
 from curriculum_ds.dynamic.update import MixtureUpdate, PhaseView
 from curriculum_ds.errors import ConfigError
 from curriculum_ds.records.journal import MixtureJournal
@@ -343,6 +344,7 @@ class FileReweighter:
         Copies.
         """
         return StreamFileState(
+            method_keys=method_keys(self.cfg),
             phase_idx=self.phase_idx,
             probs=self.probs.copy(),
             num_recomputes=self.num_recomputes,

@@ -168,3 +168,63 @@ def test_another_reference_column_mid_phase_is_refused():
     state = CurriculumState.from_dict(saved)
     assert state.dynamic is not None
     assert state.dynamic.to_dict()["reference_metric"] == "ref_loss"
+
+
+def _two_stream_cfg(**dynamic):
+    streams = {"streams": [{"local": "data/x"}, {"local": "data/y"}]}
+    return parse_curriculum(
+        {
+            "max_duration": "2000tok",
+            "schedule": [
+                {"name": "a", "duration": "1000tok", "train_loader": streams},
+                {"name": "b", "duration": "1000tok", "train_loader": streams},
+            ],
+            "dynamic": {"enabled": True, "unit": "streams", **dynamic},
+        }
+    )
+
+
+def _method_saved(cfg, progress):
+    """A saved state of ``cfg``'s method, as its reweighter writes it (its keys recorded)."""
+    from curriculum_ds.dynamic import PhaseView, make_reweighter
+
+    method = make_reweighter(cfg.dynamic)
+    view = PhaseView(
+        phase_idx=0,
+        stream_names=("x", "y"),
+        proportions=np.array([0.5, 0.5]),
+        num_samples=(10, 10),
+        metrics=({}, {}),
+    )
+    method.start_phase(view, None)
+    saved = CurriculumState.at(
+        cfg, progress, global_step=5, consumed_tokens=progress, consumed_samples=20
+    ).to_dict()
+    saved["dynamic"] = method.state().to_dict()
+    return saved
+
+
+def test_a_methods_own_key_changed_mid_phase_is_refused_naming_it():
+    """Issue 33: a change of ``method`` or of its own keys inside a phase is refused."""
+    odm = {"method": "odm", "odm": {"alpha": 0.9}}
+    saved = _method_saved(_two_stream_cfg(**odm), 500)
+    assert saved["dynamic"]["method_keys"] == {"alpha": 0.9, "warmup_steps": 0}
+    with pytest.raises(
+        ResumeError,
+        match=r'^curriculum\.dynamic\.odm\.alpha: the checkpoint is inside phase 0 \("a"\), '
+        r"which ran with alpha 0\.9, not 0\.5; it cannot change before that phase ends$",
+    ):
+        check_resume(_two_stream_cfg(method="odm", odm={"alpha": 0.5}), saved)
+    with pytest.raises(ResumeError, match=r"^curriculum\.dynamic\.method: .* not \"ado\""):
+        check_resume(_two_stream_cfg(method="ado"), saved)
+    assert not check_resume(_two_stream_cfg(**odm), saved).is_new_phase  # unchanged: resumes
+
+
+def test_a_methods_keys_may_change_at_a_phase_boundary_or_when_not_recorded():
+    odm = {"method": "odm"}
+    at_boundary = _method_saved(_two_stream_cfg(**odm), 1000)
+    plan = check_resume(_two_stream_cfg(method="odm", odm={"alpha": 0.5}), at_boundary)
+    assert plan.is_new_phase
+    older = _method_saved(_two_stream_cfg(**odm), 500)
+    older["dynamic"]["method_keys"] = None  # a state saved before the keys were recorded
+    assert not check_resume(_two_stream_cfg(method="odm", odm={"alpha": 0.5}), older).is_new_phase

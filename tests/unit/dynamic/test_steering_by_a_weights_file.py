@@ -334,6 +334,7 @@ def test_the_state_round_trips_and_restores_the_weights_inside_the_phase(tmp_pat
         "phase_idx": 0,
         "probs": saved["probs"],
         "num_recomputes": 1,
+        "method_keys": {"path": str(tmp_path / "mix.json")},
         "file": {"path": str(tmp_path / "mix.json"), "sha256": sha},
     }
     assert saved["probs"].tolist() == [0.25, 0.5, 0.25]
