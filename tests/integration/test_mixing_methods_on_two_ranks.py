@@ -101,6 +101,7 @@ ARMS: dict[str, Arm] = {
     ),
     "skillit": Arm(
         {"method": "skillit", "skillit": {"eval_streams": "held", "eval_max_samples": 8}},
+        kill=True,  # its window of evaluations comes back whole
         keys=("eval_losses",),
     ),
     "odm": Arm(
