@@ -162,33 +162,32 @@ def _check_dynamic_unchanged(
     if saved_dynamic is None:
         return
     dynamic = cfg.dynamic
-    for field, saved_value, value in (
-        ("method", saved_dynamic.method, dynamic.method),
-        ("unit", saved_dynamic.unit, dynamic.unit),
-        ("signal", saved_dynamic.signal, dynamic.signal),
+    fields: list[tuple[str, str, Any, Any]] = [  # (where in the section, name, saved, now)
+        ("method", "method", saved_dynamic.method, dynamic.method),
+        ("unit", "unit", saved_dynamic.unit, dynamic.unit),
+        ("signal", "signal", saved_dynamic.signal, dynamic.signal),
         # the window's excess losses were taken against this column (None: not recorded)
         (
+            "reference_metric",
             "reference_metric",
             saved_dynamic.reference_metric or dynamic.reference_metric,
             dynamic.reference_metric,
         ),
-    ):
-        if saved_value != value:
-            raise ResumeError(
-                f"curriculum.dynamic.{field}: {where}, which ran with {field} "
-                f"{json.dumps(saved_value)}, not {json.dumps(value)}; it cannot change before "
-                "that phase ends"
-            )
+    ]
     saved_keys, section = saved_dynamic.method_keys, dynamic.method_config
     if saved_keys is not None and section is not None:  # the method's own keys, as it ran
         keys = section.model_dump(mode="json")
-        for key in sorted(set(saved_keys) | set(keys)):
-            if saved_keys.get(key) != keys.get(key):
-                raise ResumeError(
-                    f"curriculum.dynamic.{dynamic.method}.{key}: {where}, which ran with {key} "
-                    f"{json.dumps(saved_keys.get(key))}, not {json.dumps(keys.get(key))}; it "
-                    "cannot change before that phase ends"
-                )
+        fields += [
+            (f"{dynamic.method}.{key}", key, saved_keys.get(key), keys.get(key))
+            for key in sorted(set(saved_keys) | set(keys))
+        ]
+    for path, name, saved_value, value in fields:
+        if saved_value != value:
+            raise ResumeError(
+                f"curriculum.dynamic.{path}: {where}, which ran with {name} "
+                f"{json.dumps(saved_value)}, not {json.dumps(value)}; it cannot change before "
+                "that phase ends"
+            )
     saved_buckets = saved_dynamic.num_buckets
     saved_window = getattr(saved_dynamic, "window_capacity", None)  # None: a method without one
     if dynamic.unit == "buckets" and saved_buckets != dynamic.num_buckets:
