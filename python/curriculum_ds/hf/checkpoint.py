@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.checkpoint.files import HF_STATE_FILE
 from curriculum_ds.errors import ResumeError
+from curriculum_ds.files.atomic import replace_atomically
 
 if TYPE_CHECKING:
     from curriculum_ds.config import CurriculumConfig
@@ -38,9 +39,7 @@ def write_state(folder: str | os.PathLike[str], state: dict[str, Any]) -> Path:
     import torch
 
     path = Path(folder) / STATE_FILE
-    tmp = path.with_name(f".{STATE_FILE}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    replace_atomically(path, lambda fh: torch.save(state, fh))
     return path
 
 

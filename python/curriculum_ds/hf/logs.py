@@ -31,6 +31,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.files.atomic import write_text_atomically
+
 if TYPE_CHECKING:
     from curriculum_ds.records.schema import MetricsRow
 
@@ -111,13 +113,11 @@ class TrainerLogs:
     def save(self, folder: str | os.PathLike[str]) -> Path:
         """Write :data:`STATS_FILE` into ``folder`` (atomically): the run's loss sum so far."""
         path = Path(folder) / STATS_FILE
-        tmp = path.with_name(f".{STATS_FILE}.tmp")
         stats = {
             "loss_sum": math.fsum([self._loss_sum_before, *self._losses]),
             "loss_steps": self._steps_before + len(self._losses),
         }
-        tmp.write_text(json.dumps(stats))
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(stats))
         return path
 
     def restore(self, folder: str | os.PathLike[str]) -> None:
