@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,7 +217,9 @@ def _launch_many_once(
     else:
         assert num_gpus == 1, "without the launcher: a world of one"
         cmd = [sys.executable, "-m", "many_runs", "--runs", str(spec_file)]
+    started = time.monotonic()
     proc = run_launched(cmd, cwd=first_config.parent, timeout=timeout, check=False)
+    _log_job(runs, num_gpus, time.monotonic() - started)
     results = {}
     for _, run_dir, _ in runs:
         logs = [run_dir.parent / f"{run_dir.name}.log.rank{r}" for r in range(num_gpus)]
@@ -228,6 +231,31 @@ def _launch_many_once(
             job_output=proc.stdout + proc.stderr,
         )
     return results, proc, cmd
+
+
+def _log_job(runs: list[tuple[Path, Path, tuple[str, ...]]], num_gpus: int, wall_s: float) -> None:
+    """With ``CURRICULUM_DS_JOB_LOG=FILE``: one JSON line per launched job (its wall time, and
+    each run's, from its exit-code files' times), to see where the launched suite's time goes."""
+    path = os.environ.get("CURRICULUM_DS_JOB_LOG")
+    if not path:
+        return
+    ends = []
+    for _, run_dir, extra in runs:
+        code = run_dir.parent / f"{run_dir.name}.log.rank0.code"
+        ends.append(
+            (
+                f"{run_dir.parent.name}/{run_dir.name}",
+                extra,
+                code.stat().st_mtime if code.exists() else None,
+            )
+        )
+    line = {
+        "wall_s": round(wall_s, 1),
+        "num_gpus": num_gpus,
+        "runs": [[n, " ".join(a), e] for n, a, e in ends],
+    }
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def launched_env() -> dict[str, str]:

@@ -104,6 +104,8 @@ class RunDir:
         self._progress = progress
         self._log_interval = log_interval
         self._eval_forward = eval_forward
+        if eval_forward is not None:  # a re-weighting method's own evaluations too
+            curriculum.eval_forward = eval_forward
         self._take_lock = lock
         self._lock: IO[str] | None = None
         self._log: Any = None

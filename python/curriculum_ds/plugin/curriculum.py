@@ -11,24 +11,24 @@ counters), so every rank draws the same batch and takes its own slice.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.config.ramps import is_ramp
-from curriculum_ds.core.loader import PhaseLoader
-from curriculum_ds.core.loader_state import LoaderState
 from curriculum_ds.core.lr_schedule import LRSchedule, apply_lr, optimizer_lr
 from curriculum_ds.core.position import Position
 from curriculum_ds.core.schedule import PhaseSchedule, Progress, progress_to_str
 from curriculum_ds.distributed import Topology
 from curriculum_ds.dynamic import DynamicState, ProbingReweighter, make_reweighter
 from curriculum_ds.errors import StepError
-from curriculum_ds.plugin.checkpointing import CheckpointingMixin
+from curriculum_ds.plugin.checkpointing import Checkpointer
 from curriculum_ds.plugin.completion import SkipCounts, StepTimer, complete_step, step_progress
 from curriculum_ds.plugin.engine_like import EngineLike
-from curriculum_ds.plugin.evaluation import Evaluator, probe_eval_config, stream_losses
+from curriculum_ds.plugin.held_out import HeldOutEvals
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
+from curriculum_ds.plugin.phase_loaders import PhaseLoaders
 from curriculum_ds.plugin.preemption import StopSignal
 from curriculum_ds.plugin.prefetch import StepFeed, next_step_settled
 from curriculum_ds.plugin.step import Step
@@ -40,14 +40,17 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from curriculum_ds.config import CurriculumConfig, EvalConfig, RunConfig
-    from curriculum_ds.core.loader import MicroBatch
+    from curriculum_ds.checkpoint.files import SavedTag
+    from curriculum_ds.checkpoint.rules import ResumePlan
+    from curriculum_ds.config import CurriculumConfig, RunConfig
+    from curriculum_ds.core.loader import MicroBatch, PhaseLoader
+    from curriculum_ds.core.loader_state import LoaderState
     from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow, StepOutcome
 
 __all__ = ["Curriculum"]
 
 
-class Curriculum(CheckpointingMixin):
+class Curriculum:
     """The curriculum of one DeepSpeed engine: ``for step in curriculum`` until the schedule ends.
 
     Build it with :func:`curriculum_ds.initialize` (which also builds the engine) or
@@ -73,10 +76,6 @@ class Curriculum(CheckpointingMixin):
             ``CurriculumTrainer`` (its ``output_dir``) set it; a loop of one's own sets it
             before the first step when a method keeps a file there (``dynamic.method: "file"``
             journals its reads in ``run_dir/mixture_journal.jsonl``).
-        global_step: optimizer steps finished (0 before the first; restored on resume).
-        consumed_tokens / consumed_samples: non-padding input tokens and samples consumed, global.
-        progress: cumulative progress in the schedule's unit (int tokens, or a Fraction of
-            passes for ``ep``).
         stop_requested: True once a rank of the run received SIGTERM (preemption), from the
             :meth:`Step.finish` of the step during which (or after which) it arrived, on every
             rank at the same step. The loop should then ``save_checkpoint`` and leave; one that
@@ -84,18 +83,14 @@ class Curriculum(CheckpointingMixin):
         stop_signal: the SIGTERM handler of this process
             (:class:`~curriculum_ds.plugin.preemption.StopSignal`), installed when the curriculum
             is built (main thread only) and removed by :meth:`close` or when iteration ends.
-        num_skipped_steps: steps of this process without loss-bearing tokens.
+        eval_forward: ``forward(mb) -> logits`` for a re-weighting method's own evaluations, for
+            a model not called as ``engine(input_ids, attention_mask=...)`` (RunDir sets it).
         evaluator: the held-out evaluation (``curriculum.eval``), or None without one; see
             :attr:`eval_due` and :meth:`evaluate`.
         monitor: on global rank 0 when the ds_config enables DeepSpeed's ``tensorboard``,
             ``wandb`` or ``csv_monitor``, the :class:`~curriculum_ds.records.monitors.
             CurriculumMonitor` that every finished step (and re-weighting recompute) is written
             to (``curriculum/...`` tags), and every :meth:`evaluate` row. None otherwise.
-        num_nonfinite_steps: steps of this process that applied no update because their global
-            loss (or gradient norm) was NaN/inf (``skip_reason`` in the step's record).
-        consecutive_nonfinite_steps: how many of those came last, in a row; at
-            ``curriculum.max_consecutive_nonfinite`` the next draw or ``save_checkpoint`` raises
-            :class:`~curriculum_ds.errors.NonFiniteLossError`.
     """
 
     def __init__(self, engine: EngineLike, run: RunConfig) -> None:
@@ -105,8 +100,7 @@ class Curriculum(CheckpointingMixin):
         self.schedule = PhaseSchedule(self.config)
         self.lr_schedule = LRSchedule.from_config(self.config)
         self.topology = Topology.from_engine(engine)
-        self.dp_rank = self.topology.dp_rank
-        self.dp_world_size = self.topology.dp_world_size
+        self.dp_rank, self.dp_world_size = self.topology.dp_rank, self.topology.dp_world_size
         self.micro_batch_size = run.micro_batch_size
         self.gradient_accumulation_steps = run.gradient_accumulation_steps
         self.global_batch_size = run.global_batch_size(self.dp_world_size)
@@ -116,10 +110,6 @@ class Curriculum(CheckpointingMixin):
         self.monitor = CurriculumMonitor.for_engine(engine)
         self.resumed_from: Path | None = None
         self.run_dir: str | Path | None = None
-        self._loader: PhaseLoader | None = None
-        # what the next phase loader built restores (then None): set by a resume
-        self._pending_loader: LoaderState | None = None
-        self._pending_dynamic: DynamicState | None = None
         self._step: Step | None = None  # drawn and not finished
         self.stop_requested = False
         self.stop_signal = StopSignal()
@@ -133,31 +123,18 @@ class Curriculum(CheckpointingMixin):
             micro_batch_size=self.micro_batch_size,
             device=engine.device,
         )
+        self._loaders = PhaseLoaders(self.config, self._feed)
+        self._checkpointer = Checkpointer(
+            engine, self.config, self, self.global_batch_size, self.monitor
+        )
         # the drawn step's seq_len (warmup rows), data wait (seconds) and read-ahead count
         self._drawn: tuple[int, float, int] = (0, 0.0, 0)
-        self.evaluator = self._evaluator(self.config.eval)
-        # a method that evaluates at its own steps (Aioli, Skill-it): its held-out streams
         probing = isinstance(self.dynamic, ProbingReweighter)
-        self._probe_evaluator = self._evaluator(probe_eval_config(self.config) if probing else None)
-        self.eval_forward: Callable[[MicroBatch], Any] | None = None
-        """``forward(mb) -> logits`` for the evaluations a re-weighting method runs at its own
-        steps, for a model not called as ``engine(input_ids, attention_mask=...)``."""
-        # the last finished step: (progress before, progress after, phase_idx, phase_name);
-        # None before any step of this process and once evaluate() ran after it
-        self._last_span: tuple[Progress, Progress, int, str] | None = None
-
-    def _evaluator(self, cfg: EvalConfig | None) -> Evaluator | None:
-        """An evaluation of ``cfg``'s held-out streams over this run's ranks (None: no ``cfg``)."""
-        if cfg is None:
-            return None
-        return Evaluator(
-            cfg,
-            self.schedule,
-            max_seq_len=max(p.train_loader.peak_seq_len for p in self.config.schedule),
-            micro_batch_size=self.micro_batch_size,
-            dp_rank=self.dp_rank,
-            dp_world_size=self.dp_world_size,
+        self._evals = HeldOutEvals(
+            self.config, self.schedule, run, self.topology, probing, self._timer
         )
+        self.evaluator = self._evals.evaluator
+        self.eval_forward: Callable[[MicroBatch], Any] | None = None
 
     # ---------------------------------------------------------------------------- queries
     @property
@@ -187,12 +164,12 @@ class Curriculum(CheckpointingMixin):
 
     @property
     def num_nonfinite_steps(self) -> int:
-        """Steps of this process whose global loss (or gradient norm) was NaN/inf."""
+        """Steps of this process with a NaN/inf global loss or gradient norm: no update."""
         return self._counts.num_nonfinite_steps
 
     @property
     def consecutive_nonfinite_steps(self) -> int:
-        """How many of the non-finite steps came last, in a row."""
+        """The non-finite steps that came last, in a row (at the limit: NonFiniteLossError)."""
         return self._counts.consecutive_nonfinite_steps
 
     @property
@@ -208,7 +185,7 @@ class Curriculum(CheckpointingMixin):
     @property
     def loader(self) -> PhaseLoader | None:
         """The current phase's loader (None before the first step and after the end)."""
-        return self._loader
+        return self._loaders.current
 
     # -------------------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[Step]:
@@ -235,7 +212,7 @@ class Curriculum(CheckpointingMixin):
             self.close()
             raise StopIteration
         if self.is_done:
-            self._close_loader()
+            self._loaders.close()
             if self._exhausted:
                 raise StepError(
                     f"the schedule is complete (max_duration {self.config.max_duration} reached "
@@ -303,46 +280,21 @@ class Curriculum(CheckpointingMixin):
 
     def _phase_loader(self) -> PhaseLoader:
         """The loader of the phase in progress: the exact swap at a boundary happens here."""
-        phase_idx = self.phase_idx
-        if self._loader is not None and self._loader.phase_idx == phase_idx:
-            return self._loader
-        self._close_loader()
-        num_buckets = self.dynamic.num_buckets if self.dynamic is not None else 1
-        loader = PhaseLoader(
-            self.config.schedule[phase_idx],
-            phase_idx,
-            seed=self.config.seed,
-            num_buckets=num_buckets,
-        )
-        if self.dynamic is not None:
-            run_dir = None if self.run_dir is None else Path(self.run_dir)
-            view = replace(loader.view(), run_dir=run_dir)
-            loader.apply(self.dynamic.start_phase(view, self._pending_dynamic))
-        saved = self._pending_loader
-        if saved is not None and saved.phase_idx == phase_idx:
-            loader.restore(saved)
-        self._pending_loader = self._pending_dynamic = None
-        self._loader = loader
-        return loader
-
-    def _close_loader(self) -> None:
-        self._feed.discard()  # a batch decided early goes with its loader's counters
-        if self._loader is not None:
-            self._loader.close()
-            self._loader = None
+        return self._loaders.at(self.phase_idx, self.dynamic, self.run_dir)
 
     def close(self) -> None:
         """Stop the prefetch thread; release the streams (shared memory), SIGTERM's handler."""
         self._feed.close()
-        self._close_loader()
+        self._loaders.close()
         self.stop_signal.restore()
 
     def _complete_step(self, outcome: StepOutcome) -> tuple[MetricsRow, HistoryRow | None]:
         """A step's completion callback: advance the counters, re-weight, build the rows."""
         self.stop_requested = self.stop_requested or outcome.stop_requested
-        loader = self._loader
+        loader = self._loaders.current
         assert loader is not None  # a step in flight has its loader
         before = self.progress
+        at = (outcome.global_step, self.consumed_tokens, outcome.phase_idx, outcome.phase_name)
         done = complete_step(
             outcome,
             position=self.position,
@@ -356,40 +308,18 @@ class Curriculum(CheckpointingMixin):
             prefetched=self._drawn[2],
             # a warmup: the length the step trained on
             seq_len=self._drawn[0] if is_ramp(loader.phase.train_loader.max_seq_len) else None,
-            probe=((lambda: self._probe(outcome)) if self._probe_evaluator is not None else None),
+            # a re-weighting method's own evaluation after this step (not in eval.jsonl)
+            probe=(lambda: self._evals.probe(self.engine, self.eval_forward, at))
+            if self._evals.probing
+            else None,
         )
         self.position, self._counts = done.position, done.counts
         if done.update is not None:  # a recompute: the loader applies it from the next draw
             loader.apply(done.update)
-        self._last_span = (before, self.progress, outcome.phase_idx, outcome.phase_name)
+        self._evals.step_finished(before, self.progress, outcome.phase_idx, outcome.phase_name)
         if self.monitor is not None:  # the ds_config's tensorboard / wandb / csv_monitor
             self.monitor.write_step(done.metrics, done.history)
         return done.metrics, done.history
-
-    def _probe(self, outcome: StepOutcome) -> Mapping[str, float]:
-        """A re-weighting method's own evaluation after ``outcome``'s step (not in eval.jsonl)."""
-        assert self._probe_evaluator is not None
-        at = (outcome.global_step, outcome.phase_idx, outcome.phase_name)
-        return stream_losses(self._run_eval(self._probe_evaluator, self.eval_forward, at))
-
-    def _run_eval(
-        self,
-        evaluator: Evaluator,
-        forward: Callable[[MicroBatch], Any] | None,
-        at: tuple[int, int, str],
-    ) -> EvalRow:
-        """``evaluator``'s row at ``(step, phase_idx, phase_name)``, out of ``tokens_per_s``."""
-        step, phase_idx, phase_name = at
-        row = evaluator.evaluate(
-            self.engine,
-            forward,
-            step=step,
-            tokens=self.consumed_tokens,
-            phase_idx=phase_idx,
-            phase_name=phase_name,
-        )
-        self._timer.leave_out(row["eval_time_s"])  # not training time
-        return row
 
     # ------------------------------------------------------------------------- evaluation
     @property
@@ -400,8 +330,7 @@ class Curriculum(CheckpointingMixin):
         evaluated its checkpoint's step before saving it), and once :meth:`evaluate` ran for that
         step. Call it between ``step.finish()`` and the checkpoint save.
         """
-        span = self._last_span
-        return self.evaluator is not None and span is not None and self.evaluator.is_due(*span[:2])
+        return self._evals.due
 
     def evaluate(self, forward: Callable[[MicroBatch], Any] | None = None) -> EvalRow:
         """Evaluate the fixed held-out set now; collective (every rank calls it).
@@ -411,32 +340,104 @@ class Curriculum(CheckpointingMixin):
         time is left out of the next step's ``tokens_per_s``
         (:mod:`curriculum_ds.plugin.evaluation`).
 
-        Args:
-            forward: ``forward(mb) -> logits`` for a model not called as ``engine(input_ids,
-                attention_mask=...)``; default: that call.
-
-        Returns:
-            The ``eval.jsonl`` row (:meth:`~curriculum_ds.plugin.evaluation.Evaluator.evaluate`),
-            the same on every rank.
-
-        Raises:
-            StepError: no ``curriculum.eval`` in the config, or a step is in flight.
+        ``forward(mb) -> logits`` is for a model not called as ``engine(input_ids,
+        attention_mask=...)``. Returns the ``eval.jsonl`` row, the same on every rank
+        (:meth:`~curriculum_ds.plugin.evaluation.Evaluator.evaluate`). StepError: no
+        ``curriculum.eval`` in the config, or a step is in flight.
         """
         self._check_between_steps("evaluate")
         if self.evaluator is None:
             raise StepError("evaluate: the config has no curriculum.eval section")
-        if self._last_span is not None:
-            phase_idx, phase_name = self._last_span[2:]
-        else:  # before the first step of this process: the phase the next step draws from
-            phase_idx = min(self.phase_idx, self.schedule.num_phases - 1)
-            phase_name = self.schedule.names[phase_idx]
-        row = self._run_eval(self.evaluator, forward, (self.global_step, phase_idx, phase_name))
-        if self.dynamic is not None:  # a method steering by held-out losses reads them
-            self.dynamic.observe_eval(self.global_step, stream_losses(row))
-        self._last_span = None
-        if self.monitor is not None:  # curriculum/eval/... in the ds_config's monitors
-            self.monitor.write_eval(row)
-        return row
+        return self._evals.evaluate(
+            self.engine, forward, self.position, self.phase_idx, self.dynamic, self.monitor
+        )
+
+    # ------------------------------------------------------------------------ checkpoints
+    def curriculum_state(self) -> CurriculumState:
+        """Where the curriculum stands: its position and the loader/re-weighting states."""
+        loader, dynamic = self._loaders.saved(self.dynamic)
+        return CurriculumState.of(self.config, self.position, loader=loader, dynamic=dynamic)
+
+    def move_to(
+        self, position: Position, loader: LoaderState | None, dynamic: DynamicState | None
+    ) -> None:
+        """Continue from ``position``; ``loader``, ``dynamic`` apply when its loader opens."""
+        self._loaders.expect(loader, dynamic)
+        self.position, self._exhausted = position, False
+
+    def open_phase(self) -> None:
+        """Open the loader of the position's phase now (none once the schedule is done)."""
+        if not self.is_done:
+            self._phase_loader()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The checkpoint state: :meth:`CurriculumState.to_dict`, for ``client_state``.
+
+        Plain values and numpy arrays, for DeepSpeed's ``client_state`` or anything
+        ``torch.save`` writes. Raises ``StepError`` while a step is in flight.
+        """
+        self._check_between_steps("state_dict")
+        return self.curriculum_state().to_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any] | CurriculumState) -> list[str]:
+        """Continue from a :meth:`state_dict` under this (possibly edited) schedule.
+
+        By the resume rules (:func:`curriculum_ds.checkpoint.rules.check_resume`: completed
+        phases frozen, the current phase's data frozen, later phases free); the continuation
+        draws the uninterrupted run's samples. Returns the notes on accepted edits.
+
+        Raises:
+            ResumeError: one line naming the phase and field of the first forbidden change, or
+                the key of a malformed state; nothing changes then.
+            StepError: a step is in flight.
+        """
+        self._check_between_steps("load_state_dict")
+        return self._checkpointer.load_state(state)
+
+    def save_checkpoint(
+        self, save_dir: str | os.PathLike[str], *, client_state: dict[str, Any] | None = None
+    ) -> Path:
+        """Collective: a DeepSpeed checkpoint ``save_dir/global_step<N>``, then ``latest``.
+
+        The curriculum state goes in ``client_state["curriculum"]`` beside your own
+        ``client_state``; ``latest`` moves last and atomically (:meth:`Checkpointer.save`).
+        Returns the tag folder written.
+
+        Raises:
+            StepError: a step is in flight (nothing is written).
+            NonFiniteLossError: the last ``curriculum.max_consecutive_nonfinite`` steps were
+                NaN/inf (nothing is written: the last good checkpoint stays ``latest``).
+        """
+        self._check_between_steps("save_checkpoint")
+        self._check_nonfinite_limit()
+        return self._checkpointer.save(Path(save_dir), client_state=client_state)
+
+    def load_checkpoint(
+        self,
+        load_dir: str | os.PathLike[str] | SavedTag,
+        *,
+        tag: str | None = None,
+        plan: ResumePlan | None = None,
+    ) -> Path | None:
+        """Load engine and curriculum from a checkpoint; a no-op (None) when there is none.
+
+        ``load_dir``, ``tag`` and ``plan`` are :meth:`Checkpointer.load`'s (which says how
+        another data-parallel size or global batch size resumes). A DeepSpeed checkpoint without
+        curriculum state starts the schedule at its first phase. Returns the tag folder loaded.
+
+        Raises:
+            ResumeError: the resume rules refuse the checkpoint (names the phase and field), its
+                files cannot be read, or DeepSpeed cannot load it.
+            StepError: a step is in flight.
+        """
+        self._check_between_steps("load_checkpoint")
+        loaded = self._checkpointer.load(load_dir, tag=tag, plan=plan)
+        if loaded is None:
+            return None
+        if loaded[1] is None and self.dynamic is not None:  # a DeepSpeed run without curriculum
+            self.dynamic = make_reweighter(self.config.dynamic)
+        self.resumed_from = loaded[0]
+        return self.resumed_from
 
     def _check_nonfinite_limit(self) -> None:
         check_nonfinite_limit(
