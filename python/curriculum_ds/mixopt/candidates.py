@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DirichletKnobs", "dirichlet_mixtures"]
+__all__ = ["DirichletKnobs", "dirichlet_mixtures", "swarm_mixture"]
 
 
 class DirichletKnobs(BaseModel):
@@ -59,3 +59,22 @@ def dirichlet_mixtures(
     mixtures = gammas / gammas.sum(axis=1, keepdims=True)
     mixtures[mixtures < knobs.zero_below] = 0.0
     return mixtures / mixtures.sum(axis=1, keepdims=True)
+
+
+def swarm_mixture(prior: np.ndarray, seed: int, index: int, knobs: DirichletKnobs) -> np.ndarray:
+    """Mixture ``index`` of a swarm: a function of ``(seed, index)`` only.
+
+    Drawn by :func:`dirichlet_mixtures` from a generator seeded with ``[seed, index]``, so adding
+    runs to a swarm never changes the earlier ones' mixtures.
+
+    Args:
+        prior: float64 ``(streams,)``, > 0.
+        seed: the swarm's seed, ≥ 0.
+        index: the run's index in the swarm, ≥ 0.
+        knobs: temperature, concentration range, zero threshold.
+
+    Returns:
+        float64 ``(streams,)`` on the simplex.
+    """
+    rng = np.random.default_rng([seed, index])
+    return dirichlet_mixtures(prior, 1, rng, knobs)[0]
