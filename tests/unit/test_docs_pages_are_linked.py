@@ -150,6 +150,8 @@ def test_printed_commands_use_real_subcommands_and_options(path: Path):
                 assert command is not None, f"{path.name}: no subcommand in {line!r}"
                 end = rest.index("--") if "--" in rest else len(rest)
                 ours, train = rest[1:end], rest[end + 1 :]
+                if isinstance(command, click.Group) and ours and ours[0] in command.commands:
+                    command, ours = command.commands[ours[0]], ours[1:]  # `mixopt fit`
                 known = {s for p in command.params for s in getattr(p, "opts", [])}
                 known |= {s for p in command.params for s in getattr(p, "secondary_opts", [])}
                 known.add("--help")

@@ -7,12 +7,13 @@ one place (``group.py``).
 - ``group.py``: the ``main`` group and its one-line error handling;
 - ``data.py``: ``prepare``, ``score`` and ``validate``;
 - ``runs.py``: ``launch``, ``demo``, ``ablate``, ``migrate``;
-- ``inspect_runs.py``: ``curve``, ``report``, ``mix``, ``export``, ``bench``.
+- ``inspect_runs.py``: ``curve``, ``report``, ``mix``, ``export``, ``bench``;
+- ``mixopt.py``: ``mixopt fit``.
 """
 
 from __future__ import annotations
 
-from curriculum_ds.cli import data, inspect_runs, runs  # noqa: F401  (each registers its commands)
+from curriculum_ds.cli import data, inspect_runs, mixopt, runs  # noqa: F401  (each registers its commands)
 from curriculum_ds.cli.group import main
 
 __all__ = ["main"]
