@@ -17,6 +17,11 @@ nats on the cycles; ln 94 on the noise, the entropy of its characters, which no 
 The subject here is the method's bookkeeping across ranks and resumes; a reference made and
 scored the way a user makes one is in ``test_adaptive_mixing_over_streams.py``.
 
+DoReMi's ``apply: "sampling"`` arm is not killed: its saved state is loss mode's key for key
+and its resume differs only in the loader restoring its own proportions (the ODM and ADO kills'
+path); ``tests/unit/dynamic/test_doremi_sampling_resumes_as_its_loss_mode.py`` shows both
+in-process, so the suite saves a launch (~20 s).
+
 DoReMi's own checks: ``apply: "loss"`` keeps the sampling mix and makes each step's loss
 ``Σ w·ℓ / Σ w`` over its tokens with the loss weights in force; ``curriculum-ds mix`` on the
 DoReMi run prints a ``train_loader`` whose proportions are the history's average, and a phase of

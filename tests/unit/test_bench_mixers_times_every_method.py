@@ -51,6 +51,27 @@ def test_every_stream_method_is_timed_or_named_with_its_reason(capsys):
     assert "MIXERS OVERHEAD: worst" in out
 
 
+def test_the_evaluations_of_aioli_and_skillit_are_counted_and_costed_apart(capsys):
+    bench = _module()
+    timing = bench.time_methods(steps=11, num_streams=3, global_batch=16, base={}, quick=True)
+    assert set(timing["probe"]) == {"aioli", "skillit"}
+    # Aioli (a round after every 5th step, 3 probes of 1 step): evaluations after 5, 6, 7, 8
+    # and 10, 11; probe steps 6, 7, 8 and 11. Skill-it: an evaluation after every 2nd step.
+    assert timing["probe"]["aioli"]["count"] == 6
+    assert timing["probe"]["aioli"]["probe_steps"] == 4
+    assert timing["probe"]["skillit"]["count"] == 5
+    assert timing["probe"]["skillit"]["probe_steps"] == 0
+    rep = bench.report(timing, step_s=0.25, eval_s=0.1)
+    evals = rep["methods"]["skillit"]["evals"]
+    assert evals["eval_ms_per_step"] == pytest.approx(1e3 * 5 * 0.1 / 11, abs=1e-3)
+    assert evals["eval_pct_of_step"] == pytest.approx(100 * 5 * 0.1 / 11 / 0.25, abs=1e-4)
+    assert rep["methods"]["aioli"]["evals"]["probe_steps_pct"] == pytest.approx(400 / 11, abs=0.01)
+    assert "evals" not in rep["methods"]["odm"]
+    bench.print_report(rep, timing)
+    out = capsys.readouterr().out
+    assert "+ evals: 5 (45.45 per 100 steps), at 100 ms each 45.5 ms per step (18.18% of" in out
+
+
 def test_the_quick_mode_runs_without_a_demo_run(capsys):
     _module().main(["--quick", "--json"])
     out = capsys.readouterr().out

@@ -58,8 +58,11 @@ class Curve:
             empty for every row of a bucket run).
         kept: per recompute, whether it kept the previous weights (``kept_previous``).
         phase_idx: per recompute, its phase index.
-        signal: the rows' ``signal`` (:func:`~curriculum_ds.commands.stream_weights.
-            signals_label`).
+        signal: what moved the rows' weights, ``"signal loss"`` or ``"method doremi (excess
+            loss, apply loss)"`` (:func:`~curriculum_ds.commands.stream_weights.mixed_by`).
+        quantities: per recompute, its method's own quantities in one text ("" for
+            ``softmax``; :func:`~curriculum_ds.commands.stream_weights.quantities`).
+        details: the last recompute's quantities in full (Aioli's A, the weights file's hash).
     """
 
     steps: list[int]
@@ -74,7 +77,9 @@ class Curve:
     streams: list[list[str]] = field(default_factory=list)
     kept: list[bool] = field(default_factory=list)
     phase_idx: list[int] = field(default_factory=list)
-    signal: str = "loss"
+    signal: str = "signal loss"
+    quantities: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
 
 
 def load_curve(run_dir: Path) -> Curve:
@@ -145,7 +150,9 @@ def load_curve(run_dir: Path) -> Curve:
         streams=[sw.row_labels(r) if unit == "streams" else [] for r in records],
         kept=[bool(r.get("kept_previous")) for r in records],
         phase_idx=[int(r.get("phase") or 0) for r in records],
-        signal=sw.signals_label(records),
+        signal=sw.mixed_by(records),
+        quantities=[sw.quantities(r) for r in records],
+        details=sw.quantity_details(last),
     )
 
 
@@ -245,7 +252,7 @@ def _streams_table(curve: Curve, max_rows: int) -> str:
         f"{n:>{w}}" for n, w in zip(names, widths, strict=True)
     )
     lines = [
-        f"stream weights (signal {curve.signal}; {_bucket_counts(curve)} streams; "
+        f"stream weights ({curve.signal}; {_bucket_counts(curve)} streams; "
         f"{len(curve.steps)} recomputes{_knobs(curve)})",
         header,
         "-" * len(header),
@@ -259,15 +266,22 @@ def _streams_table(curve: Curve, max_rows: int) -> str:
                 for n, w in zip(names, widths, strict=True)
             )
             + (" *" if curve.kept[i] else "")
+            + (f"  {own}" if (own := _quantity(curve, i)) else "")
         )
     if curve.phase_starts:
         lines.append(
             "phases: " + ", ".join(f"{name} from step {s}" for s, name in curve.phase_starts)
         )
+    lines += curve.details
     if any(curve.kept):
         lines.append(sw.KEPT_NOTE)
     lines.append(sw.STREAMS_PHASE_START_NOTE)
     return "\n".join(lines)
+
+
+def _quantity(curve: Curve, i: int) -> str:
+    """Recompute ``i``'s method's own quantities ("" when none)."""
+    return curve.quantities[i] if i < len(curve.quantities) else ""
 
 
 def render_png(curve: Curve, out: Path) -> Path:
@@ -369,9 +383,7 @@ def figure(curve: Curve) -> Figure:
     if curve.unit == "streams":
         ax.set_xlabel("optimizer step  (until a phase's first recompute its own proportions hold)")
         ax.set_ylabel("stream weight (sums to 1 over the phase's streams)")
-        subtitle = (
-            f"signal {curve.signal}, {_bucket_counts(curve)} streams, {len(curve.steps)} recomputes"
-        )
+        subtitle = f"{curve.signal}, {_bucket_counts(curve)} streams, {len(curve.steps)} recomputes"
         what = "stream weights"
     else:
         ax.set_ylabel("bucket probability (sums to 1)")

@@ -19,8 +19,9 @@ x axis (cumulative global non-padding tokens), every phase shaded and named:
 A stream keeps its colour in every panel (a train and an eval stream of the same name share it).
 The text summary gives, per phase: its tokens and steps, and the final train and eval loss of each
 stream (train: the token-weighted mean over the phase's last :data:`FINAL_STEPS` steps; eval: the
-phase's last evaluation), and a streams run's last stream weights in the phase. Partial last
-lines of the JSONL files (a crash mid-write) are ignored.
+phase's last evaluation), and a streams run's last stream weights in the phase with what moved
+them and the method's own quantities (:func:`~curriculum_ds.commands.stream_weights.
+final_weights`). Partial last lines of the JSONL files (a crash mid-write) are ignored.
 """
 
 from __future__ import annotations
@@ -399,7 +400,7 @@ def _probs_panel(ax: Axes, report: RunReport, colors: dict[str, Any]) -> None:
     tokens_at = {r["step"]: r["tokens"] for r in report.metrics}
     rows = [h for h in report.history if h["step"] in tokens_at and h.get("weights")]
     if any(sw.is_streams_row(h) for h in rows):  # a weight from step s on: x = tokens after s
-        title = f"stream weights (dynamic re-weighting, signal {sw.signals_label(rows)})"
+        title = f"stream weights (dynamic re-weighting, {sw.mixed_by(rows)})"
         ax.set_title(title, fontsize=10, loc="left")
         ax.set_ylabel("weight", fontsize=9)
         ends = {span.idx: float(span.end_tokens) for span in report.phases}

@@ -10,6 +10,13 @@ previous weights (``kept_previous``: an empty window; for ``signal: "learnabilit
 recompute in the phase to compare with) is marked: ``*`` in the table, an open marker in the
 plots. Bucket rows of a history that mixes units (the unit may change at a phase boundary) are
 labelled ``b0``, ``b1``, ...
+
+What moved the weights is named by :func:`mixed_by` (``signal loss`` for ``softmax``, ``method
+doremi (excess loss, apply loss)`` for a published method), and each row's method's own
+quantities (:mod:`~curriculum_ds.records.method_quantities`: DoReMi's average, ODM's ε_t,
+ADO's fitted α, Aioli's A, Skill-it's scores, the weights file's sha256) by
+:func:`quantities` (a table's last column, the summary) and :func:`quantity_details` (the
+last row's in full: Aioli's whole matrix, the file's whole hash).
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from curriculum_ds.records import method_quantities as mq
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -29,8 +38,10 @@ __all__ = [
     "draw_lines",
     "final_weights",
     "is_streams_row",
+    "mixed_by",
+    "quantities",
+    "quantity_details",
     "row_labels",
-    "signals_label",
     "weight_lines",
 ]
 
@@ -63,13 +74,89 @@ def row_labels(row: Mapping[str, Any]) -> list[str]:
     return [f"b{b}" for b in range(len(row.get("weights") or []))]
 
 
-def signals_label(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The rows' ``signal``, e.g. ``"loss"``; ``"loss → learnability"`` when it changed.
+METHOD_INPUTS = {
+    "doremi": "excess loss",
+    "odm": "training loss",
+    "ado": "training loss curves",
+    "aioli": "probe evaluations",
+    "skillit": "held-out losses",
+    "file": "weights file",
+}
+"""What each published method's weights follow, as ``curve`` and ``report`` name it."""
 
-    It may change at a phase boundary; rows written before the key existed count as ``"loss"``.
+
+def _mixed_by(row: Mapping[str, Any]) -> str:
+    method = str(row.get("method") or "softmax")
+    if method == "softmax":
+        return str(row.get("signal") or "loss")
+    inputs = [METHOD_INPUTS[method]] if method in METHOD_INPUTS else []
+    if row.get("apply"):
+        inputs.append(f"apply {row['apply']}")
+    return f"method {method}" + (f" ({', '.join(inputs)})" if inputs else "")
+
+
+def mixed_by(rows: Sequence[Mapping[str, Any]]) -> str:
+    """What moved the rows' weights, e.g. ``"signal loss"``, ``"method odm (training loss)"``.
+
+    ``softmax`` rows name their ``signal`` (``"signal loss → learnability"`` when it changed at
+    a phase boundary; rows written before the key existed count as ``"loss"``); a published
+    method's rows name the method and what it follows; a change between them is joined with
+    ``→``.
     """
-    signals = [str(row.get("signal") or "loss") for row in rows]
-    return " → ".join(s for s, _ in itertools.groupby(signals))
+    labels = [_mixed_by(row) for row in rows]
+    runs = [label for label, _ in itertools.groupby(labels)]
+    if all(not label.startswith("method ") for label in runs):
+        return "signal " + " → ".join(runs)
+    return " → ".join(label if label.startswith("method ") else f"signal {label}" for label in runs)
+
+
+def _named(names: Sequence[str], values: Sequence[float | None]) -> str:
+    return ", ".join(
+        f"{n} {'-' if v is None else f'{v:.3f}'}" for n, v in zip(names, values, strict=False)
+    )
+
+
+_QUANTITY_NAMES = {
+    "average_weights": "average",
+    "loss_weights": "loss weights",
+    "alpha": "α",
+    "interaction_sum": "ΣA",
+    "skillit_scores": "A·ΣL",
+}
+
+
+def quantities(row: Mapping[str, Any]) -> str:
+    """A row's method's own quantities in one short text ("" for ``softmax``).
+
+    E.g. ``"average code 0.240, noise 0.100"`` (DoReMi), ``"ε_t 0.0833"`` (ODM), ``"α code
+    0.312, noise 0.051"`` (ADO), ``"ΣA code 0.120, noise -0.300"`` (Aioli), ``"sha256
+    1a2b3c4d5e6f"`` (``file``: the first 12 hex digits; ``unreadable`` when None).
+    """
+    names = row_labels(row)
+    parts = [f"{_QUANTITY_NAMES[k]} {_named(names, v)}" for k, v in mq.per_stream(row)]
+    parts += [f"ε_t {v:.4g}" for _, v in mq.scalars(row)]
+    is_file, sha = mq.source_sha256(row)
+    if is_file:
+        parts.append("sha256 " + ("unreadable" if sha is None else sha[:12]))
+    return "; ".join(parts)
+
+
+def quantity_details(row: Mapping[str, Any]) -> list[str]:
+    """The lines that show a row's quantities in full.
+
+    Aioli's ``A`` (a line per stream ``j``, ``A[j][i]`` by stream ``i``), the weights file's path
+    and whole sha256; none for another method.
+    """
+    names = row_labels(row)
+    lines = []
+    if (a := mq.matrix(row)) is not None:
+        lines.append("Aioli's A[j][i] (stream j's loss drop from training on stream i):")
+        lines += [f"  {names[j]}: {_named(names, r)}" for j, r in enumerate(a)]
+    is_file, sha = mq.source_sha256(row)
+    if is_file:
+        path = (row.get("source") or {}).get("path")
+        lines.append(f"weights file {path}: sha256 {sha or 'unreadable'}")
+    return lines
 
 
 @dataclass(frozen=True)
@@ -119,7 +206,8 @@ def weight_lines(rows: Sequence[Mapping[str, Any]]) -> list[WeightLine]:
 def final_weights(rows: Sequence[Mapping[str, Any]], phase: int) -> str | None:
     """The summary's line of a phase's last stream weights, or None (no streams row in it).
 
-    ``"stream weights    code 0.240, noise 0.550 (step 20, signal loss)"``.
+    ``"stream weights    code 0.240, noise 0.550 (step 20, signal loss)"``, and for a published
+    method a second line with its :func:`quantities`.
     """
     last = [r for r in rows if r.get("phase") == phase and is_streams_row(r)]
     if not last:
@@ -128,7 +216,9 @@ def final_weights(rows: Sequence[Mapping[str, Any]], phase: int) -> str | None:
     pairs = ", ".join(
         f"{name} {float(w):.3f}" for name, w in zip(row_labels(row), row["weights"], strict=False)
     )
-    return f"  {'stream weights':<16} {pairs} (step {row['step']}, signal {signals_label([row])})"
+    line = f"  {'stream weights':<16} {pairs} (step {row['step']}, {mixed_by([row])})"
+    own = quantities(row)
+    return line + (f"\n  {'':<16} {own}" if own else "")
 
 
 def draw_lines(

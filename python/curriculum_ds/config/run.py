@@ -24,6 +24,7 @@ from curriculum_ds.config.messages import (
     show_value,
     validation_error_lines,
 )
+from curriculum_ds.config.mixers import AioliConfig
 from curriculum_ds.config.models import CurriculumConfig
 from curriculum_ds.errors import ConfigError
 
@@ -174,6 +175,48 @@ class RunConfig:
                 f"gradient_accumulation_steps = {per_step} samples per step): the method would "
                 "never act"
             )
+
+    def check_probe_rounds(self) -> None:
+        """Refuse an Aioli probe round that no phase of the schedule can hold.
+
+        A round of a phase of K ≥ 2 streams takes ``K × lp_rounds × probe_steps`` optimizer
+        steps; a ``tok`` phase lasts at most its tokens over ``micro_batch_size ×
+        gradient_accumulation_steps`` steps (as :meth:`check_method_warmup` bounds it). A
+        schedule with an ``ep`` phase of two streams or more is not checked.
+
+        Raises:
+            ConfigError: ``curriculum.dynamic.aioli.probe_steps``: no phase of two streams or
+                more lasts longer than its round, naming the first such phase.
+        """
+        dynamic = self.curriculum.dynamic
+        section = dynamic.method_config if dynamic.enabled else None
+        if not isinstance(section, AioliConfig):
+            return
+        phases = [
+            (i, p)
+            for i, p in enumerate(self.curriculum.schedule)
+            if len(p.train_loader.streams) > 1
+        ]
+        if not phases or any(p.duration.unit != "tok" for _, p in phases):
+            return
+        per_step = self.micro_batch_size * self.gradient_accumulation_steps
+        rounds = [
+            (i, p, len(p.train_loader.streams) * section.lp_rounds * section.probe_steps)
+            for i, p in phases
+        ]
+        if any(probes < int(p.duration.value) // per_step for _, p, probes in rounds):
+            return
+        i, phase, probes = rounds[0]
+        where = f'schedule[{i}] ("{phase.name}")'
+        raise ConfigError(
+            f"curriculum.dynamic.aioli.probe_steps: a probe round of {where} takes "
+            f"{len(phase.train_loader.streams)} streams × lp_rounds {section.lp_rounds} × "
+            f"probe_steps {section.probe_steps} = {probes} steps, but the phase lasts at most "
+            f"{int(phase.duration.value) // per_step} (its tokens over "
+            f"train_micro_batch_size_per_gpu × gradient_accumulation_steps = {per_step} samples "
+            f"per step){'; nor does any other phase' if len(rounds) > 1 else ''}: no round "
+            "would end"
+        )
 
     def global_batch_size(self, dp_world_size: int) -> int:
         """Samples per optimizer step, global across dp ranks.
@@ -345,4 +388,5 @@ def parse_run(raw: dict[str, Any], *, path: Path | None = None, hf_auto: bool = 
     if not any(ds_config.get(key) == "auto" for key in BATCH_KEYS):  # else the Trainer's
         run.check_batch_sizes()  # also validates the two keys' types
         run.check_method_warmup()
+        run.check_probe_rounds()
     return run

@@ -25,7 +25,6 @@ Pure numpy/scipy, deterministic: the same curve gives bit-identical parameters.
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Iterator
 
 import numpy as np
@@ -129,17 +128,14 @@ def fit_data(
 
 @contextlib.contextmanager
 def _one_blas_thread() -> Iterator[None]:
-    """One BLAS thread while the fits run, when ``threadpoolctl`` is installed.
+    """One BLAS thread while the fits run (``threadpoolctl``, a pinned dependency).
 
     L-BFGS-B's tiny BLAS calls (3 parameters) only pay thread start-ups: with 2 OpenBLAS
     threads on a busy 2-core machine a fit was 16x slower than with one. A launched rank has one
     already (``OMP_NUM_THREADS=1``, the launcher's setting); this covers other processes.
     """
-    try:
-        threadpoolctl = importlib.import_module("threadpoolctl")
-    except ImportError:
-        yield
-        return
+    import threadpoolctl  # loaded with the first fit, not with the package
+
     with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
         yield
 

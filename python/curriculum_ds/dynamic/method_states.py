@@ -29,6 +29,41 @@ __all__ = [
 _EMPTY_IF_NONE = BeforeValidator(lambda v: () if v is None else v)
 
 
+class _PublishedMethod(_Common):
+    """A published method's state: the common keys, written in one place, then its own.
+
+    Attributes:
+        saves_signal: whether the saved form has ``signal`` and ``reference_metric`` (the
+            methods that read a loss signal through a window or evaluations: DoReMi, Aioli,
+            Skill-it; ODM, ADO and ``file`` keep none).
+    """
+
+    unit: ClassVar[str] = "streams"
+    saves_signal: ClassVar[bool] = False
+
+    def _common_dict(self) -> dict[str, Any]:
+        """The common keys of the saved form, in their order; each method appends its own."""
+        out: dict[str, Any] = {"unit": self.unit, "method": self.method}
+        if self.saves_signal:
+            out.update(signal=self.signal, reference_metric=self.reference_metric)
+        out.update(
+            phase_idx=self.phase_idx,
+            probs=self.probs,
+            num_recomputes=self.num_recomputes,
+            method_keys=self.method_keys,
+        )
+        return out
+
+
+class _StreamMethod(_PublishedMethod):
+    """A method without a rolling window (ODM, ADO, ``file``): ``dynamic.window`` does not apply."""
+
+    @property
+    def window_capacity(self) -> None:
+        """None: no rolling window (``dynamic.window`` does not apply)."""
+        return None
+
+
 class DoReMiSubState(SavedModel):
     """DoReMi's own keys (``dynamic.doremi`` of a saved state).
 
@@ -53,7 +88,7 @@ class DoReMiSubState(SavedModel):
         }
 
 
-class DoReMiState(_Common):
+class DoReMiState(_PublishedMethod):
     """The state of ``method: "doremi"`` over ``unit: "streams"`` (``DoReMiReweighter``).
 
     ``probs`` are DoReMi's weights now (their logarithm is what the next update moves).
@@ -63,8 +98,8 @@ class DoReMiState(_Common):
         doremi: the last scores, the running mean of the weights, the update count.
     """
 
-    unit: ClassVar[str] = "streams"
     method: ClassVar[str] = "doremi"
+    saves_signal: ClassVar[bool] = True
 
     window: StreamWindowState
     doremi: DoReMiSubState
@@ -77,15 +112,8 @@ class DoReMiState(_Common):
     def to_dict(self) -> dict[str, Any]:
         """The saved form: the common keys, ``window`` and ``doremi``."""
         return {
-            "unit": self.unit,
-            "method": self.method,
-            "signal": self.signal,
-            "reference_metric": self.reference_metric,
-            "phase_idx": self.phase_idx,
-            "probs": self.probs,
+            **self._common_dict(),
             "window": self.window.to_dict(),
-            "num_recomputes": self.num_recomputes,
-            "method_keys": self.method_keys,
             "doremi": self.doremi.to_dict(),
         }
 
@@ -107,7 +135,7 @@ class FileSourceState(SavedModel):
         return {"path": self.path, "sha256": self.sha256}
 
 
-class StreamFileState(_Common):
+class StreamFileState(_StreamMethod):
     """The state of ``method: "file"`` over ``unit: "streams"`` (``FileReweighter``).
 
     The weights now (``probs``), the recompute count, the phase and the file's sub-state; no
@@ -118,30 +146,16 @@ class StreamFileState(_Common):
         file: the weights file and the sha256 of the content applied last.
     """
 
-    unit: ClassVar[str] = "streams"
     method: ClassVar[str] = "file"
 
     file: FileSourceState
 
-    @property
-    def window_capacity(self) -> None:
-        """None: no rolling window (``dynamic.window`` does not apply)."""
-        return None
-
     def to_dict(self) -> dict[str, Any]:
-        """The saved form, in its order (``file``: ``path``, ``sha256``)."""
-        return {
-            "unit": self.unit,
-            "method": self.method,
-            "phase_idx": self.phase_idx,
-            "probs": self.probs,
-            "num_recomputes": self.num_recomputes,
-            "method_keys": self.method_keys,
-            "file": self.file.to_dict(),
-        }
+        """The saved form: the common keys and ``file`` (``path``, ``sha256``)."""
+        return {**self._common_dict(), "file": self.file.to_dict()}
 
 
-class _ReadsEvalState(_Common):
+class _ReadsEvalState(_PublishedMethod):
     """What the methods that steer by held-out losses keep (Aioli, Skill-it).
 
     Attributes:
@@ -150,22 +164,16 @@ class _ReadsEvalState(_Common):
             kept so a resume's check of an unchanged window reads it as for every method).
     """
 
-    unit: ClassVar[str] = "streams"
+    saves_signal: ClassVar[bool] = True
     prior: FloatArray
     window_capacity: Int
 
-    def _common_dict(self) -> dict[str, Any]:
+    def _eval_dict(self) -> dict[str, Any]:
+        """The common keys, ``prior`` and ``window_capacity``."""
         return {
-            "unit": self.unit,
-            "method": self.method,
-            "signal": self.signal,
-            "reference_metric": self.reference_metric,
-            "phase_idx": self.phase_idx,
-            "probs": self.probs,
+            **self._common_dict(),
             "prior": self.prior,
             "window_capacity": self.window_capacity,
-            "num_recomputes": self.num_recomputes,
-            "method_keys": self.method_keys,
         }
 
 
@@ -217,7 +225,7 @@ class StreamAioliState(_ReadsEvalState):
     def to_dict(self) -> dict[str, Any]:
         """The saved form: the common keys, ``rounds_started``, ``smoothed``, ``round``."""
         return {
-            **self._common_dict(),
+            **self._eval_dict(),
             "rounds_started": self.rounds_started,
             "smoothed": self.smoothed,
             "round": None if self.round is None else self.round.to_dict(),
@@ -238,28 +246,7 @@ class StreamSkillitState(_ReadsEvalState):
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: the common keys and ``evals``."""
-        return {**self._common_dict(), "evals": list(self.evals)}
-
-
-class _StreamMethod(_Common):
-    """A stream method's state: the common keys, its ``unit``/``method`` tag, then its own."""
-
-    unit: ClassVar[str] = "streams"
-
-    @property
-    def window_capacity(self) -> None:
-        """None: no rolling window (``dynamic.window`` does not apply)."""
-        return None
-
-    def _common_dict(self) -> dict[str, Any]:
-        return {
-            "unit": self.unit,
-            "method": self.method,
-            "phase_idx": self.phase_idx,
-            "probs": self.probs,
-            "num_recomputes": self.num_recomputes,
-            "method_keys": self.method_keys,
-        }
+        return {**self._eval_dict(), "evals": list(self.evals)}
 
 
 class StreamODMState(_StreamMethod):

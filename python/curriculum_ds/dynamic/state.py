@@ -203,9 +203,7 @@ def parse_dynamic_state(saved: Any) -> _Saved:
         ResumeError: ``checkpoint curriculum state: ...`` naming the missing or mistyped key
             (``dynamic.probs``), or the (unit, method) no model reads.
     """
-    if isinstance(saved, BucketSoftmaxState | StreamSoftmaxState | DoReMiState | StreamFileState):
-        return saved
-    if isinstance(saved, StreamAioliState | StreamSkillitState):
+    if isinstance(saved, _MODELS):
         return saved
     try:
         return _ADAPTER.validate_python(saved)

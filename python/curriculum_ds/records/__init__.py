@@ -11,7 +11,8 @@ append-only JSONL files: :class:`~curriculum_ds.records.jsonl.RunLog`, ``read_js
 their cut back to a resumed checkpoint's step, one row per step: ``truncate_records``,
 ``last_row_per_step``), ``monitors`` (the rows as events of DeepSpeed's ``tensorboard``,
 ``wandb`` and ``csv_monitor``: :class:`~curriculum_ds.records.monitors.CurriculumMonitor`, and
-their cut back on a resume: ``resume_monitors``), ``progress``
+their cut back on a resume: ``resume_monitors``), ``method_quantities`` (a mixing method's own
+quantities in a history row, named once for the monitors, ``curve`` and ``report``), ``progress``
 (for humans: the start banner and one log line per interval, :class:`~curriculum_ds.records.
 progress.StepLogger`).
 """

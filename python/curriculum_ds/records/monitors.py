@@ -25,6 +25,12 @@ tag                                 value
                                     ``name``'s weight over the phase (DoReMi's output)
 ``curriculum/loss_weights/<name>``  ``apply: "loss"``: stream ``name``'s loss weight from the
                                     next step on
+``curriculum/epsilon_t``            ``method: "odm"``: the exploration rate ε_t of the update
+``curriculum/alpha/<name>``         ``method: "ado"``: stream ``name``'s fitted exponent α
+``curriculum/interaction/<j>/<i>``  ``method: "aioli"``: ``A[j][i]``, stream ``j``'s loss drop
+                                    from training on stream ``i`` (and ``curriculum/
+                                    interaction_sum/<i>``, ``Σ_j A``)
+``curriculum/skillit_scores/<name>`` ``method: "skillit"``: ``A · Σ L_eval`` of the stream
 ``curriculum/eval/loss``            an evaluation's loss over all eval tokens (nats)
 ``curriculum/eval/<name>/loss``     an evaluation's loss on eval stream ``name`` (nats)
 =================================== ==========================================================
@@ -68,6 +74,8 @@ import os
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from curriculum_ds.records import method_quantities
 
 if TYPE_CHECKING:
     from curriculum_ds.records.schema import EvalRow, HistoryRow, MetricsRow
@@ -165,11 +173,6 @@ def step_events(record: MetricsRow) -> list[Event]:
     return events
 
 
-PER_STREAM_FIELDS = ("average_weights", "loss_weights")
-"""A streams history row's per-stream values other than ``weights`` that the monitors get, as
-``curriculum/<field>/<name>``: a method's own quantities (DoReMi's average, its loss weights)."""
-
-
 def bucket_events(record: HistoryRow) -> list[Event]:
     """The events of one ``curriculum_history.jsonl`` row (a re-weighting recompute).
 
@@ -180,21 +183,31 @@ def bucket_events(record: HistoryRow) -> list[Event]:
 
     Returns:
         ``curriculum/bucket_probs/<i>`` for each bucket i, or ``curriculum/stream_weights/
-        <name>`` for each stream of a streams row, and the row's other per-stream values
-        (:data:`PER_STREAM_FIELDS`: ``curriculum/<field>/<name>``); x = ``record["step"]``.
-        Deterministic.
+        <name>`` for each stream of a streams row and the method's own quantities
+        (:mod:`~curriculum_ds.records.method_quantities`: ``curriculum/<field>/<name>``,
+        ``curriculum/epsilon_t``, ``curriculum/interaction/<j>/<i>``; a None value left
+        out); x = ``record["step"]``. Deterministic.
     """
     step = int(record["step"])
     weights = record["weights"]
     if record.get("unit") == "streams":
         names = record.get("streams") or []
-        per_stream = [("stream_weights", weights)]
-        per_stream += [(f, record[f]) for f in PER_STREAM_FIELDS if record.get(f) is not None]  # type: ignore[literal-required]
-        return [
+        per_stream: list[tuple[str, list[Any]]] = [("stream_weights", weights)]
+        per_stream += method_quantities.per_stream(record)
+        events = [
             (f"{PREFIX}/{tag}/{name}", float(w), step)
             for tag, values in per_stream
             for name, w in zip(names, values, strict=True)
+            if w is not None
         ]
+        events += [(f"{PREFIX}/{tag}", v, step) for tag, v in method_quantities.scalars(record)]
+        a = method_quantities.matrix(record) or []
+        events += [
+            (f"{PREFIX}/interaction/{names[j]}/{names[i]}", v, step)
+            for j, row in enumerate(a)
+            for i, v in enumerate(row)
+        ]
+        return events
     return [(f"{PREFIX}/bucket_probs/{i}", float(p), step) for i, p in enumerate(weights)]
 
 

@@ -261,6 +261,14 @@ class HistoryRow(TypedDict):
     """``ado``: the laws were refitted at this step."""
     stream_losses: NotRequired[list[float | None]]
     """``ado``: each stream's training loss at the step, as its curve holds it (nats)."""
+    interaction: NotRequired[list[list[float]]]
+    """``aioli``: the round's interaction matrix ``A`` (K×K, normalised and smoothed):
+    ``A[j][i]``, stream ``j``'s eval-loss drop from training on stream ``i``; ``scores`` is
+    ``Σ_j A``."""
+    probe_steps: NotRequired[int]
+    """``aioli``: the round's probe steps (``K × lp_rounds × probe_steps``)."""
+    eval_losses: NotRequired[list[float | None]]
+    """``skillit``: each stream's eval loss at the update (nats; None: not finite)."""
 
 
 class TraceRow(TypedDict):

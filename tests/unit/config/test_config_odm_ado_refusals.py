@@ -78,3 +78,29 @@ def test_a_warmup_no_phase_can_outlast_is_refused(method: str) -> None:
         "(its tokens over train_micro_batch_size_per_gpu × gradient_accumulation_steps = 8 "
         "samples per step): the method would never act"
     )
+
+
+def _aioli(probe_steps: int, recompute: int = 10_000) -> dict[str, Any]:
+    raw = copy.deepcopy(RUN)
+    raw["curriculum"]["dynamic"] = {
+        "enabled": True,
+        "method": "aioli",
+        "unit": "streams",
+        "recompute_every_n_steps": recompute,
+        "aioli": {"lp_rounds": 1, "probe_steps": probe_steps},
+    }
+    raw["curriculum"]["eval"] = {"streams": [{"local": "a"}, {"local": "b"}]}
+    return raw
+
+
+def test_an_aioli_round_no_phase_can_hold_is_refused() -> None:
+    # 2000 tokens over 8 samples per step: at most 250 steps; a round: 2 streams × probe_steps
+    parse_run(_aioli(124))
+    with pytest.raises(ConfigError) as info:
+        parse_run(_aioli(125))
+    assert str(info.value) == (
+        'curriculum.dynamic.aioli.probe_steps: a probe round of schedule[0] ("only") takes 2 '
+        "streams × lp_rounds 1 × probe_steps 125 = 250 steps, but the phase lasts at most 250 "
+        "(its tokens over train_micro_batch_size_per_gpu × gradient_accumulation_steps = 8 "
+        "samples per step): no round would end"
+    )

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from helpers import make_dataset, ragged_docs
+from loader_runs import mix_phase, resumed, started
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
 from curriculum_ds.core.loader import PhaseLoader
@@ -26,7 +27,6 @@ from curriculum_ds.dynamic import (
     ProbingReweighter,
     SkillitReweighter,
     make_reweighter,
-    parse_dynamic_state,
 )
 from curriculum_ds.dynamic.aioli_rule import probe_mixture, probe_order
 from curriculum_ds.dynamic.skillit_rule import initial_weights
@@ -45,19 +45,7 @@ def streams(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def _phase(streams: list[Path]) -> PhaseConfig:
-    return PhaseConfig.model_validate(
-        {
-            "name": "mix",
-            "duration": "1000000tok",
-            "train_loader": {
-                "streams": [
-                    {"local": str(s), "name": n, "proportion": p}
-                    for s, n, p in zip(streams, NAMES, (0.4, 0.4, 0.2), strict=True)
-                ],
-                "max_seq_len": 64,
-            },
-        }
-    )
+    return mix_phase(streams, names=NAMES)
 
 
 def _held_out(loader: PhaseLoader) -> dict[str, float]:
@@ -72,20 +60,13 @@ def _run(
 ) -> tuple[list[np.ndarray], list[dict[str, Any]], list[int], PhaseLoader, ProbingReweighter]:
     cfg = DynamicConfig(enabled=True, unit="streams", **dynamic)
     phase = _phase(streams)
-    loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
-    method = make_reweighter(cfg)
+    loader, method = started(phase, cfg)
     assert isinstance(method, ProbingReweighter)
-    loader.apply(method.start_phase(loader.view(), None))
     batches, records, probed = [], [], []
     for step in range(1, steps + 1):
         if step == resume_at:  # a new process: both rebuilt from their saved forms
-            loader_state, saved = loader.state_dict(), method.state().to_dict()
-            loader.close()
-            loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
-            method = make_reweighter(cfg)
+            loader, method, _ = resumed(phase, cfg, loader, method)
             assert isinstance(method, ProbingReweighter)
-            loader.apply(method.start_phase(loader.view(), parse_dynamic_state(saved)))
-            loader.load_state_dict(json.loads(json.dumps(loader_state)))
         batch = loader.next_global_batch(10)
         batches.append(batch)
         method.observe(batch, np.full(len(batch), 3.0))

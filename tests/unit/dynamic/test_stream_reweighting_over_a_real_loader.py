@@ -9,13 +9,13 @@ From issue 20 (items 1 and 2).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from helpers import make_dataset, ragged_docs
+from loader_runs import NOISE, mix_phase, reference_streams, resumed
 
 from curriculum_ds.config import DynamicConfig, PhaseConfig
 from curriculum_ds.core.loader import PhaseLoader
@@ -23,8 +23,6 @@ from curriculum_ds.dynamic import MixtureUpdate, StreamReweighter, make_reweight
 from curriculum_ds.dynamic.signals import excess_losses, learnability_scores
 from curriculum_ds.dynamic.window import StreamWindow
 from curriculum_ds.errors import ConfigError
-
-NOISE = 2  # the stream whose loss stays high
 
 
 # ------------------------------------------------------------------------------- the window
@@ -94,47 +92,13 @@ def test_learnability_is_the_relative_drop_and_fills_unknown_streams():
 
 
 # ----------------------------------------------------------------- a reweighter and a loader
-def _add_column(folder: Path, name: str, values: np.ndarray) -> None:
-    """Add a metric column to a prepared folder as `curriculum-ds score` does (test fixture)."""
-    with np.load(folder / "metrics.npz") as npz:
-        columns = {k: npz[k] for k in npz.files}
-    columns[name] = np.asarray(values, dtype=np.float64)
-    np.savez(folder / "metrics.npz", **columns)
-    meta_path = folder / "curriculum_meta.json"
-    meta = json.loads(meta_path.read_text())
-    meta["metric_columns"] = [*meta["metric_columns"], name]
-    meta_path.write_text(json.dumps(meta))
-
-
 @pytest.fixture(scope="module")
 def streams(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    root = tmp_path_factory.mktemp("streams")
-    out = []
-    for i, name in enumerate(("text_a", "text_b", "noise")):
-        folder = make_dataset(root, name, ragged_docs(60 + 10 * i, seed=i, min_len=8, max_len=60))
-        num_samples = 60 + 10 * i
-        # the reference model: good on text (1.0), as bad as anyone on noise (4.0)
-        _add_column(folder, "ref_loss", np.full(num_samples, 4.0 if i == NOISE else 1.0))
-        out.append(folder)
-    return out
+    return reference_streams(tmp_path_factory.mktemp("streams"))
 
 
 def _phase(streams: list[Path], unit: str = "samples") -> PhaseConfig:
-    proportions = (0.4, 0.4, 0.2)
-    return PhaseConfig.model_validate(
-        {
-            "name": "mix",
-            "duration": "1000000tok",
-            "train_loader": {
-                "streams": [
-                    {"local": str(s), "proportion": p}
-                    for s, p in zip(streams, proportions, strict=True)
-                ],
-                "max_seq_len": 64,
-                "proportion_unit": unit,
-            },
-        }
-    )
+    return mix_phase(streams, unit=unit)
 
 
 def _losses(batch: np.ndarray, step: int) -> np.ndarray:
@@ -160,12 +124,7 @@ def _run(
     batches, records = [], []
     for step in range(1, steps + 1):
         if step == resume_at:  # a new process: both rebuilt from their saved states
-            loader_state, dynamic_state = loader.state_dict(), reweighter.state()
-            loader.close()
-            loader = PhaseLoader(phase, 0, seed=3, num_buckets=1)
-            reweighter = make_reweighter(cfg)
-            reweighter.start_phase(loader.view(), dynamic_state)
-            loader.load_state_dict(json.loads(json.dumps(loader_state)))
+            loader, reweighter, _ = resumed(phase, cfg, loader, reweighter)
         batch = loader.next_global_batch(10)
         batches.append(batch)
         reweighter.observe(batch, _losses(batch, step))
