@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from curriculum_ds.checkpoint import engine_io
 from curriculum_ds.checkpoint.files import SavedTag
@@ -55,6 +55,7 @@ class CheckpointingMixin:
     _pending_dynamic: DynamicState | None
     _exhausted: bool
     _feed: StepFeed
+    order_version: Literal[1, 2]
 
     if TYPE_CHECKING:  # the curriculum's own, used here
 
@@ -83,6 +84,7 @@ class CheckpointingMixin:
             dynamic=(
                 None if self.dynamic is None else (self._pending_dynamic or self.dynamic.state())
             ),
+            order_version=self.order_version,
         )
 
     def _move_to(
@@ -106,10 +108,11 @@ class CheckpointingMixin:
             ResumeError: ``checkpoint curriculum state: cannot be restored (...)``: what does
                 not fit.
         """
+        previous = self._state()
+        self.order_version = plan.order_version
         if saved is None:  # a checkpoint without curriculum: the schedule starts at phase 0
             self._move_to(plan.position, loader=None, dynamic=None)
             return
-        previous = self._state()
         self._move_to(
             plan.position,
             loader=None if plan.is_new_phase else saved.loader,
@@ -122,6 +125,7 @@ class CheckpointingMixin:
         try:  # restore now; these are the loader's and the kernels' "does not fit" errors
             self._phase_loader()
         except (ValueError, SamplingError, BucketingError) as exc:
+            self.order_version = previous.drawn_order
             self._move_to(previous.position, loader=previous.loader, dynamic=previous.dynamic)
             raise ResumeError(
                 f"checkpoint curriculum state: cannot be restored ({type(exc).__name__}: "
