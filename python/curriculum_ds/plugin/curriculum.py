@@ -112,8 +112,7 @@ class Curriculum(CheckpointingMixin):
         self.global_batch_size = run.global_batch_size(self.dp_world_size)
         self.dynamic = make_reweighter(self.config.dynamic) if self.config.dynamic.enabled else None
         self.position = Position.start(self.schedule.unit)
-        # curriculum.order_version: the config's for a fresh run, the checkpoint's on a resume
-        self.order_version = self.config.fresh_order_version
+        self.order_version = self.config.fresh_order_version  # a resume: the checkpoint's
         self._counts = SkipCounts()
         self.monitor = CurriculumMonitor.for_engine(engine)
         self.resumed_from: Path | None = None
@@ -311,12 +310,9 @@ class Curriculum(CheckpointingMixin):
         self._close_loader()
         num_buckets = self.dynamic.num_buckets if self.dynamic is not None else 1
         loader = PhaseLoader(
-            self.config.schedule[phase_idx],
-            phase_idx,
-            seed=self.config.seed,
-            num_buckets=num_buckets,
-            order_version=self.order_version,
-        )
+            self.config.schedule[phase_idx], phase_idx, seed=self.config.seed,
+            num_buckets=num_buckets, order_version=self.order_version,
+        )  # fmt: skip
         if self.dynamic is not None:
             run_dir = None if self.run_dir is None else Path(self.run_dir)
             view = replace(loader.view(), run_dir=run_dir)
