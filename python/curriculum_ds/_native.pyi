@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 
 __all__ = [
     "BucketSampler",
+    "IndexShuffle",
     "MdsShards",
     "RollingWindow",
     "WeightedSampler",
@@ -22,6 +23,7 @@ __all__ = [
     "num_threads",
     "sample_without_replacement",
     "set_num_threads",
+    "stream_order",
 ]
 
 __version__: str
@@ -53,8 +55,22 @@ def blend_tokens(
     n: int,
     base: NDArray[np.float64] | None = None,
 ) -> NDArray[np.int64]: ...
+def stream_order(
+    streams: NDArray[np.int64],
+    cursors: NDArray[np.int64],
+    sizes: NDArray[np.int64],
+    seeds: NDArray[np.int64],
+) -> NDArray[np.int64]: ...
 def num_threads() -> int: ...
 def set_num_threads(threads: int) -> None: ...
+
+@final
+class IndexShuffle:
+    def __init__(self, n: int, seed: int, stream: int, epoch: int) -> None: ...
+    def permute(self, i: int) -> int: ...
+    def inverse(self, j: int) -> int: ...
+    def permute_range(self, start: int, count: int) -> NDArray[np.int64]: ...
+    def __len__(self) -> int: ...
 
 @final
 class MdsShards:

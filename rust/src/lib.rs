@@ -13,6 +13,7 @@ pub mod buf;
 pub mod error;
 pub mod mds;
 pub mod par;
+pub mod permutation;
 pub mod rng;
 pub mod sampling;
 pub mod sigbus;

@@ -12,6 +12,7 @@ use pyo3::types::PyInt;
 use crate::blend;
 use crate::bucketing::{self, NanPolicy};
 use crate::error::Error;
+use crate::permutation::{self, IndexShuffle};
 use crate::sampling::{self, BucketSamplerState};
 use crate::window;
 
@@ -277,6 +278,92 @@ fn epoch_permutation<'py>(
     let epoch = u64_arg(epoch, "epoch")?;
     let out = detach(py, || Ok(sampling::epoch_permutation(n, seed, epoch)))?;
     Ok(out.into_pyarray(py))
+}
+
+/// The keyed bijection of `[0, n)` (see `rust/src/permutation.rs`); every index a `u64`.
+#[pyclass(name = "IndexShuffle", module = "curriculum_ds._native", frozen)]
+struct PyIndexShuffle {
+    inner: IndexShuffle,
+}
+
+#[pymethods]
+impl PyIndexShuffle {
+    #[new]
+    fn new(
+        n: &Bound<'_, PyAny>,
+        seed: &Bound<'_, PyAny>,
+        stream: &Bound<'_, PyAny>,
+        epoch: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let inner = IndexShuffle::new(
+            u64_arg(n, "n")?,
+            u64_arg(seed, "seed")?,
+            u64_arg(stream, "stream")?,
+            u64_arg(epoch, "epoch")?,
+        );
+        Ok(Self { inner })
+    }
+
+    fn permute(&self, i: &Bound<'_, PyAny>) -> PyResult<u64> {
+        self.inner.permute(u64_arg(i, "i")?).map_err(|e| to_py(&e))
+    }
+
+    fn inverse(&self, j: &Bound<'_, PyAny>) -> PyResult<u64> {
+        self.inner.inverse(u64_arg(j, "j")?).map_err(|e| to_py(&e))
+    }
+
+    /// The images of positions `start .. start + count` (each below `n` and `2^63`), int64.
+    fn permute_range<'py>(
+        &self,
+        py: Python<'py>,
+        start: &Bound<'py, PyAny>,
+        count: i64,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let start = u64_arg(start, "start")?;
+        let count = u64::try_from(count)
+            .map_err(|_| PyValueError::new_err(format!("count must be >= 0, got {count}")))?;
+        let n = self.inner.len();
+        if start.checked_add(count).is_none_or(|end| end > n) || n > 1 << 63 {
+            return Err(PyValueError::new_err(format!(
+                "positions {start} + {count} do not fit [0, {n}) within int64"
+            )));
+        }
+        let inner = &self.inner;
+        let out: Vec<i64> = detach(py, || {
+            Ok((start..start + count)
+                .map(|i| inner.permute_unchecked(i) as i64)
+                .collect())
+        })?;
+        Ok(out.into_pyarray(py))
+    }
+
+    fn __len__(&self) -> usize {
+        usize::try_from(self.inner.len()).unwrap_or(usize::MAX)
+    }
+}
+
+/// The samples of a run of slots over the streams' per-epoch `IndexShuffle`s (order version 2).
+#[pyfunction]
+fn stream_order<'py>(
+    py: Python<'py>,
+    streams: &Bound<'py, PyAny>,
+    cursors: &Bound<'py, PyAny>,
+    sizes: &Bound<'py, PyAny>,
+    seeds: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    let streams = typed::<i64>(streams, "streams", "int64")?;
+    let streams = slice(&streams, "streams")?;
+    let cursors = typed::<i64>(cursors, "cursors", "int64")?;
+    let cursors = u64s(slice(&cursors, "cursors")?, "cursors")?;
+    let sizes = typed::<i64>(sizes, "sizes", "int64")?;
+    let sizes = u64s(slice(&sizes, "sizes")?, "sizes")?;
+    let seeds = typed::<i64>(seeds, "seeds", "int64")?;
+    let seeds = u64s(slice(&seeds, "seeds")?, "seeds")?;
+    let out = detach(py, || {
+        permutation::stream_order(streams, &cursors, &sizes, &seeds)
+    })?;
+    // every sample index is below its stream's size, itself an int64
+    Ok(to_i64(&out).into_pyarray(py))
 }
 
 /// Ring buffer of the last `capacity` finite losses with an exact key histogram.
@@ -688,11 +775,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(epoch_permutation, m)?)?;
     m.add_function(wrap_pyfunction!(blend_samples, m)?)?;
     m.add_function(wrap_pyfunction!(blend_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(stream_order, m)?)?;
     m.add_function(wrap_pyfunction!(num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(set_num_threads, m)?)?;
     m.add_class::<PyMdsShards>()?;
     m.add_class::<PyRollingWindow>()?;
     m.add_class::<PyWeightedSampler>()?;
     m.add_class::<PyBucketSampler>()?;
+    m.add_class::<PyIndexShuffle>()?;
     Ok(())
 }

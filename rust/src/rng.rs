@@ -34,6 +34,8 @@ pub mod domain {
     pub const BUCKET_CHOICE: u64 = 0xB0C4_0000_0000_0004;
     /// `BucketSampler` per-bucket permutation, counters `(generation, bucket, epoch, chunk)`.
     pub const BUCKET_PERM: u64 = 0xB0C4_0000_0000_0005;
+    /// `IndexShuffle` round keys (`permutation.rs`), counters `(stream, epoch)`.
+    pub const INDEX_SHUFFLE: u64 = 0x15F1_0000_0000_0006;
 }
 
 /// The `SplitMix64` output function (a bijective 64-bit mixer).

@@ -16,7 +16,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -55,6 +55,9 @@ class ResumePlan:
     consumed."""
     notes: tuple[str, ...] = ()
     """Human-readable lines about accepted edits (for logs and ``validate --resume-from``)."""
+    order_version: Literal[1, 2] = 2
+    """The order of samples within a stream the run continues in: the checkpoint's (1 for one
+    without it), or the config's for a fresh start (``curriculum.order_version``)."""
 
     @property
     def progress(self) -> Progress:
@@ -92,6 +95,7 @@ def fresh_plan(cfg: CurriculumConfig, *, global_step: int = 0) -> ResumePlan:
         phase_progress=position.progress,
         is_new_phase=True,
         notes=notes,
+        order_version=cfg.fresh_order_version,
     )
 
 
@@ -203,11 +207,16 @@ def _check_dynamic_unchanged(
 
 
 def _check_identity(cfg: CurriculumConfig, saved: CurriculumState) -> None:
-    """The seed and the unit of progress are fixed for the life of a run."""
+    """The seed, the unit of progress and the order version are fixed for the life of a run."""
     if saved.seed != cfg.seed:
         raise ResumeError(
             f"curriculum.seed: changed from {saved.seed} (checkpoint) to {cfg.seed} (config); the "
             "sample order depends on it, so the run cannot resume under a new seed"
+        )
+    if cfg.order_version not in (None, saved.drawn_order):
+        raise ResumeError(
+            f"curriculum.order_version: {cfg.order_version} (config) but the checkpoint's run "
+            f"draws in order version {saved.drawn_order}; remove the key to continue in it"
         )
     if saved.unit != cfg.max_duration.unit:
         raise ResumeError(
@@ -315,7 +324,8 @@ def check_resume(
     change and phases may be appended. A checkpoint exactly on a boundary continues at the start
     of the next phase. A phase at the checkpoint that has consumed nothing yet counts as a later
     phase (its data may change: nothing of it has been drawn). Inside a phase, the dynamic
-    re-weighting's ``enabled``/``num_buckets``/``window`` may not change.
+    re-weighting's ``enabled``/``num_buckets``/``window`` may not change. The run keeps the
+    checkpoint's ``order_version``; an explicit other one is refused.
 
     A tag without curriculum state (a plain DeepSpeed run's) gets :func:`fresh_plan`: phase 0,
     the tag's step count kept.
@@ -379,12 +389,18 @@ def check_resume(
         notes.append("the run had already reached max_duration: nothing left to train")
     if phase_idx < new.num_phases and not is_new_phase:
         _check_dynamic_unchanged(cfg, state.dynamic, phase_idx, new.names[phase_idx])
+    if state.drawn_order == 2 and cfg.bucket_unit:  # after the dynamic rules' own lines
+        raise ResumeError(
+            'curriculum.dynamic.unit: "buckets" cannot continue a run drawn in order version 2 '
+            "(its per-sample buckets need version 1)"
+        )
     return ResumePlan(
         phase_idx=phase_idx,
         position=state.position,
         phase_progress=phase_progress,
         is_new_phase=is_new_phase,
         notes=tuple(notes),
+        order_version=state.drawn_order,
     )
 
 

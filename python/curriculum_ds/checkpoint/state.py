@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import PlainValidator, StrictStr, ValidationInfo, model_validator
 
@@ -87,6 +87,9 @@ class CurriculumState(SavedModel):
         loader: the phase loader's state (``PhaseLoader.state``), None before any draw.
         dynamic: the re-weighting state (``Reweighter.state``), None when off.
         version: :data:`STATE_VERSION`.
+        order_version: ``curriculum.order_version`` of the run (the order of samples within a
+            stream); None in checkpoints from before it existed, which are version 1
+            (:attr:`drawn_order`). Saved after ``version`` when set.
     """
 
     TRANSPARENT = TAGS | {"position"}
@@ -100,6 +103,12 @@ class CurriculumState(SavedModel):
     loader: LoaderState | None = None
     dynamic: DynamicState | None = None
     version: Int = STATE_VERSION
+    order_version: Literal[1, 2] | None = None
+
+    @property
+    def drawn_order(self) -> Literal[1, 2]:
+        """The run's order version: ``order_version``, 1 for a checkpoint without it."""
+        return self.order_version or 1
 
     @model_validator(mode="before")
     @classmethod
@@ -141,6 +150,7 @@ class CurriculumState(SavedModel):
         consumed_samples: int,
         loader: LoaderState | Mapping[str, Any] | None = None,
         dynamic: DynamicState | Mapping[str, Any] | None = None,
+        order_version: Literal[1, 2] | None = None,
     ) -> CurriculumState:
         """The state of a run of ``cfg`` after ``progress`` units (``phase_idx`` derived)."""
         position = Position(
@@ -149,7 +159,7 @@ class CurriculumState(SavedModel):
             consumed_samples=int(consumed_samples),
             progress=progress,
         )
-        return cls.of(cfg, position, loader=loader, dynamic=dynamic)
+        return cls.of(cfg, position, loader=loader, dynamic=dynamic, order_version=order_version)
 
     @classmethod
     def of(
@@ -159,10 +169,13 @@ class CurriculumState(SavedModel):
         *,
         loader: LoaderState | Mapping[str, Any] | None = None,
         dynamic: DynamicState | Mapping[str, Any] | None = None,
+        order_version: Literal[1, 2] | None = None,
     ) -> CurriculumState:
         """The state of a run of ``cfg`` at ``position`` (``phase_idx`` derived). Deterministic.
 
-        ``loader`` and ``dynamic`` may be given in their saved (``to_dict``) form.
+        ``loader`` and ``dynamic`` may be given in their saved (``to_dict``) form;
+        ``order_version`` None: ``cfg``'s for a fresh run (:attr:`~curriculum_ds.config.
+        CurriculumConfig.fresh_order_version`).
 
         Raises:
             ResumeError: one of them is malformed (names the key).
@@ -176,12 +189,14 @@ class CurriculumState(SavedModel):
             fingerprints=tuple(phase_fingerprint(p) for p in cfg.schedule),
             loader=None if loader is None else LoaderState.from_dict(loader),
             dynamic=None if dynamic is None else parse_dynamic_state(dynamic),
+            order_version=order_version or cfg.fresh_order_version,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form: ``progress`` as exact text (``"1000"``, ``"3/2"``), the rest as is.
 
-        The keys and their order are those of every version-1 checkpoint.
+        The keys and their order are those of every version-1 checkpoint, then ``order_version``
+        (when set).
         """
         pos = self.position
         return {
@@ -197,7 +212,7 @@ class CurriculumState(SavedModel):
             "loader": None if self.loader is None else copy.deepcopy(self.loader.to_dict()),
             "dynamic": None if self.dynamic is None else copy.deepcopy(self.dynamic.to_dict()),
             "version": self.version,
-        }
+        } | ({} if self.order_version is None else {"order_version": self.order_version})
 
     @classmethod
     def from_dict(cls, saved: Mapping[str, Any] | CurriculumState) -> CurriculumState:

@@ -259,8 +259,31 @@ class CurriculumConfig(_Model):
     or evaluation is due before it; 0: every micro-batch is read when its step is drawn. The
     batches are the same either way (:mod:`curriculum_ds.plugin.prefetch`)."""
 
+    order_version: Literal[1, 2] | None = None
+    """The order of samples within a stream (:mod:`curriculum_ds.core.stream_order`): 2 computes
+    each stream's per-epoch permutation per index (64-bit, O(streams) memory), 1 is the order of
+    runs begun before it. None: 2 for a fresh run (1 with ``dynamic.unit: "buckets"``, which
+    version 2 does not draw), the checkpoint's on a resume (1 for a checkpoint without it); a
+    value that conflicts with the checkpoint is refused."""
+
+    @property
+    def bucket_unit(self) -> bool:
+        """Whether re-weighting over buckets is on (its per-sample buckets need order version 1)."""
+        return self.dynamic.enabled and self.dynamic.unit == "buckets"
+
+    @property
+    def fresh_order_version(self) -> Literal[1, 2]:
+        """The order version of a fresh run of this config."""
+        return self.order_version or (1 if self.bucket_unit else 2)
+
     @model_validator(mode="after")
     def _check_schedule(self) -> CurriculumConfig:
+        if self.order_version == 2 and self.bucket_unit:
+            raise custom_error(
+                'order version 2 does not draw dynamic.unit "buckets" (its per-sample buckets '
+                "need version 1): remove the key or set 1",
+                ("order_version",),
+            )
         unit = self.max_duration.unit
         names: dict[str, int] = {}
         for i, phase in enumerate(self.schedule):

@@ -24,9 +24,13 @@ resumable whatever the number of ranks:
   (sequence-length warmup) truncates a step's samples to its value at the step's start
   (:meth:`~curriculum_ds.config.LoaderConfig.seq_len_at`); token counts, and so durations, count
   the truncated tokens.
-* **Samples within a stream.** A :class:`curriculum_ds.kernels.BucketSampler` per stream: the next
-  index of a per-epoch permutation (one bucket, the default) or of the permutation of a bucket
-  picked by the dynamic re-weighting probabilities. Each stream runs through its own epochs;
+* **Samples within a stream** (:mod:`curriculum_ds.core.stream_order`). Order version 2 (the
+  default of a new run): the next position of the stream's per-epoch
+  :class:`~curriculum_ds.kernels.IndexShuffle`, computed per index (a cursor per stream, 64-bit).
+  Version 1 (a run begun before it, and the bucket unit): a
+  :class:`curriculum_ds.kernels.BucketSampler` per stream: the next index of a per-epoch
+  permutation (one bucket) or of the permutation of a bucket picked by the dynamic re-weighting
+  probabilities. Each stream runs through its own epochs;
   an epoch of the datamix (the ``ep`` unit) is ``samples_per_pass`` samples of the phase.
   **Dynamic re-weighting** over buckets (``dynamic.unit: "buckets"``) picks buckets *within* a
   stream and never changes the stream mix, in either unit; over streams (``"streams"``) its
@@ -43,7 +47,6 @@ resumable whatever the number of ranks:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +57,7 @@ import numpy.typing as npt
 from curriculum_ds.core.loader_state import Hold, LoaderState
 from curriculum_ds.core.microbatch import MicroBatch, collate
 from curriculum_ds.core.sample_reader import SampleReader
+from curriculum_ds.core.stream_order import BucketOrder, derive_seed, make_order
 from curriculum_ds.data import read_stream_info
 from curriculum_ds.data.packing import check_packed_rows
 from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
@@ -66,14 +70,6 @@ if TYPE_CHECKING:
 __all__ = ["MicroBatch", "PhaseLoader", "collate", "derive_seed"]
 
 
-def derive_seed(*parts: int) -> int:
-    """Mix integers into one 63-bit seed (blake2b; stable across Python versions and platforms)."""
-    digest = hashlib.blake2b(
-        b"".join(int(p).to_bytes(16, "little", signed=True) for p in parts), digest_size=8
-    ).digest()
-    return int.from_bytes(digest, "little") >> 1
-
-
 class PhaseLoader:
     """Deterministic, resumable loader of one phase's datamix.
 
@@ -82,11 +78,21 @@ class PhaseLoader:
         phase_idx: Index of the phase in the schedule (mixed into the seeds).
         seed: The run's seed (``curriculum.seed``).
         num_buckets: Buckets of the per-stream samplers (1 without dynamic re-weighting).
+        order_version: The run's order of samples within a stream
+            (:mod:`~curriculum_ds.core.stream_order`); None: 2, or 1 with buckets.
 
     The loader holds no RNG: its state is the counters returned by :meth:`state_dict`.
     """
 
-    def __init__(self, phase: PhaseConfig, phase_idx: int, *, seed: int, num_buckets: int = 1):
+    def __init__(
+        self,
+        phase: PhaseConfig,
+        phase_idx: int,
+        *,
+        seed: int,
+        num_buckets: int = 1,
+        order_version: int | None = None,
+    ):
         self.phase = phase
         self.phase_idx = phase_idx
         self.seed = seed
@@ -128,14 +134,8 @@ class PhaseLoader:
             np.asarray(info.metrics["num_tokens"], dtype=np.int64) for info in self.infos
         ]
         self.num_tokens = [np.minimum(t, self.seq_len) for t in self._raw_tokens]
-        self.samplers = [
-            BucketSampler(
-                np.zeros(info.num_samples, dtype=np.int64),
-                num_buckets,
-                derive_seed(seed, phase_idx, stream_idx),
-            )
-            for stream_idx, info in enumerate(self.infos)
-        ]
+        sizes = [info.num_samples for info in self.infos]
+        self.order = make_order(order_version, sizes, num_buckets, seed=seed, phase_idx=phase_idx)
         self.proportion_unit = loader.proportion_unit
         self.stream_counts = np.zeros(len(self.infos), dtype=np.int64)
         self.num_samples = 0  # samples drawn in this phase (global)
@@ -193,10 +193,7 @@ class PhaseLoader:
         self.num_samples += global_batch_size
         batch = np.empty((global_batch_size, 2), dtype=np.int64)
         batch[:, 0] = stream_of_slot
-        for stream in range(num_streams):
-            slots = np.flatnonzero(stream_of_slot == stream)
-            if len(slots):
-                batch[slots, 1] = self.samplers[stream].sample(probs, len(slots))
+        batch[:, 1] = self.order.take(stream_of_slot, probs)
         return batch
 
     def _next_by_tokens(
@@ -208,11 +205,11 @@ class PhaseLoader:
         slots one stream can get), so the largest-deficit rule always knows the next sample's
         length; the samples it does not place stay pending for the next batches.
         """
-        for stream, sampler in enumerate(self.samplers):
+        for stream in range(len(self.infos)):
             missing = global_batch_size - len(self.pending[stream])
             if missing > 0:
                 self.pending[stream] = np.concatenate(
-                    [self.pending[stream], sampler.sample(probs, missing)]
+                    [self.pending[stream], self.order.next(stream, missing, probs)]
                 )
         lengths = [self.num_tokens[s][p] for s, p in enumerate(self.pending)]
         base = self.targets if self._tracks_targets else None
@@ -222,7 +219,7 @@ class PhaseLoader:
         placed_before = int(self.placed_tokens.sum())
         batch = np.empty((global_batch_size, 2), dtype=np.int64)
         batch[:, 0] = stream_of_slot
-        for stream in range(len(self.samplers)):
+        for stream in range(len(self.infos)):
             slots = np.flatnonzero(stream_of_slot == stream)
             taken = len(slots)
             batch[slots, 1] = self.pending[stream][:taken]
@@ -313,9 +310,9 @@ class PhaseLoader:
             ValueError: a shape other than ``(num_streams,)``, or an entry that is not > 0.
         """
         weights = np.asarray(weights, dtype=np.float64)
-        if weights.shape != (len(self.samplers),) or not (weights > 0).all():
+        if weights.shape != (len(self.infos),) or not (weights > 0).all():
             raise ValueError(
-                f"stream weights {weights.tolist()} do not fit a phase of {len(self.samplers)} "
+                f"stream weights {weights.tolist()} do not fit a phase of {len(self.infos)} "
                 "stream(s) (each > 0)"
             )
         if not self._tracks_targets:
@@ -334,10 +331,19 @@ class PhaseLoader:
             ValueError: if the number of streams differs.
             SamplingError: if an assignment has the wrong length or a bucket out of range.
         """
-        if len(buckets) != len(self.samplers):
-            raise ValueError(f"{len(buckets)} bucket assignments for {len(self.samplers)} streams")
-        for sampler, b in zip(self.samplers, buckets, strict=True):
-            sampler.set_buckets(b)
+        if len(buckets) != len(self.infos):
+            raise ValueError(f"{len(buckets)} bucket assignments for {len(self.infos)} streams")
+        self.order.set_buckets(buckets)
+
+    @property
+    def samplers(self) -> list[BucketSampler]:
+        """Order version 1's per-stream samplers (none in version 2)."""
+        return self.order.samplers if isinstance(self.order, BucketOrder) else []
+
+    @property
+    def order_version(self) -> int:
+        """The order of samples within a stream (:mod:`~curriculum_ds.core.stream_order`)."""
+        return self.order.version
 
     def batch_tokens(self, batch: npt.NDArray[np.int64]) -> int:
         """Non-padding input tokens of a global batch (after truncation to ``max_seq_len``)."""
@@ -398,7 +404,8 @@ class PhaseLoader:
             phase_idx=self.phase_idx,
             num_samples=self.num_samples,
             stream_counts=tuple(self.stream_counts.tolist()),
-            samplers=tuple(_plain(s.state_dict()) for s in self.samplers),
+            samplers=self.order.state(),
+            order_version=2 if self.order.version == 2 else None,
             proportion_unit="tokens" if tokens else None,
             stream_tokens=tuple(self.placed_tokens.tolist()) if tokens else None,
             pending=tuple(tuple(p.tolist()) for p in self.pending) if tokens else None,
@@ -418,11 +425,8 @@ class PhaseLoader:
             SamplingError: a sampler state is refused by its kernel.
         """
         state.fit(self)
-        for sampler, saved in zip(self.samplers, state.samplers, strict=True):
-            sampler.load_state_dict(
-                {k: np.asarray(v) if isinstance(v, list) else v for k, v in saved.items()}
-            )
-        zeros = (0,) * len(self.samplers)
+        self.order.restore(state.samplers)
+        zeros = (0,) * len(self.infos)
         tokens = self.proportion_unit == "tokens"  # fit: then stream_tokens and pending are set
         self.num_samples = state.num_samples
         self.stream_counts = np.array(state.stream_counts, dtype=np.int64)
@@ -453,7 +457,3 @@ class PhaseLoader:
     def close(self) -> None:
         """Release the streaming datasets (their shared memory), the maps."""
         self.reader.close()
-
-
-def _plain(state: dict[str, Any]) -> dict[str, Any]:
-    return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in state.items()}

@@ -40,6 +40,11 @@ class PhaseShape(Protocol):
         """Each stream's number of samples."""
         ...
 
+    @property
+    def order_version(self) -> int:
+        """The order of samples within a stream (1 or 2; ``core.stream_order``)."""
+        ...
+
 
 class Hold(SavedModel):
     """A temporary mixture in progress (``MixtureUpdate.hold_steps``).
@@ -91,6 +96,9 @@ class LoaderState(SavedModel):
             (``train_loader.document_masking`` on a stream that records document starts); None
             otherwise (the key is absent then, as in every checkpoint before it existed: a phase
             resumed from such a state keeps drawing unmasked micro-batches).
+        order_version: 2 when ``samplers`` are order version 2's cursors
+            (:mod:`curriculum_ds.core.stream_order`); None for version 1 (the key is absent then,
+            as in every checkpoint before it existed).
     """
 
     samplers: tuple[dict[str, Any], ...]
@@ -104,6 +112,7 @@ class LoaderState(SavedModel):
     stream_weights: Floats | None = None
     hold: Hold | None = None
     document_masking: Literal[True] | None = None
+    order_version: Literal[2] | None = None
 
     def model_post_init(self, context: Any, /) -> None:
         """A ``"tokens"`` state carries its token counts (as a resume reads them)."""
@@ -135,7 +144,12 @@ class LoaderState(SavedModel):
                 f"loader state counts its proportions in {unit!r}, this phase in "
                 f"{phase.proportion_unit!r}"
             )
-        num_streams = len(sizes)
+        num_streams, version = len(sizes), self.order_version or 1
+        if version != phase.order_version:
+            raise ValueError(
+                f"loader state is of order version {version}, this phase draws in version "
+                f"{phase.order_version}"
+            )
         if unit == "tokens":
             self._fit_tokens(sizes)
         weights = self.stream_weights
@@ -212,4 +226,6 @@ class LoaderState(SavedModel):
             out["hold"] = self.hold.to_dict()
         if self.document_masking is not None:
             out["document_masking"] = True
+        if self.order_version is not None:
+            out["order_version"] = self.order_version
         return out

@@ -1,4 +1,6 @@
-"""Typed wrappers over the Rust kernels: percentile bucketing, rolling window, samplers, blending.
+"""Typed wrappers over the Rust kernels: bucketing, rolling window, samplers, blending, shuffles.
+
+The index shuffle (:class:`IndexShuffle`, :func:`stream_order`) is order version 2's.
 
 Each wrapper normalises dtype and contiguity once (``np.ascontiguousarray``) and calls the native
 module ``curriculum_ds._native``, which borrows the array without copying and runs with the GIL
@@ -17,6 +19,7 @@ else the CPUs this process may use) whose chunks combine exactly (``rust/src/par
 from curriculum_ds import _native
 from curriculum_ds.kernels.blending import blend_samples, blend_tokens
 from curriculum_ds.kernels.bucketing import RollingWindow, assign_buckets, bucket_edges
+from curriculum_ds.kernels.permutation import IndexShuffle, stream_order
 from curriculum_ds.kernels.sampling import (
     BucketSampler,
     WeightedSampler,
@@ -41,6 +44,7 @@ def set_num_threads(threads: int) -> None:
 
 __all__ = [
     "BucketSampler",
+    "IndexShuffle",
     "RollingWindow",
     "WeightedSampler",
     "assign_buckets",
@@ -51,4 +55,5 @@ __all__ = [
     "num_threads",
     "sample_without_replacement",
     "set_num_threads",
+    "stream_order",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from curriculum_ds.checkpoint import engine_io
 from curriculum_ds.checkpoint.files import SavedTag
@@ -43,9 +43,16 @@ class Restorable(Protocol):
         ...
 
     def move_to(
-        self, position: Position, loader: LoaderState | None, dynamic: DynamicState | None
+        self,
+        position: Position,
+        loader: LoaderState | None,
+        dynamic: DynamicState | None,
+        order_version: Literal[1, 2],
     ) -> None:
-        """Continue from ``position``; ``loader``, ``dynamic`` apply when its loader opens."""
+        """Continue from ``position`` in ``order_version``.
+
+        ``loader`` and ``dynamic`` apply when its loader opens.
+        """
         ...
 
     def open_phase(self) -> None:
@@ -100,17 +107,18 @@ class Checkpointer:
                 not fit.
         """
         if saved is None:
-            self.target.move_to(plan.position, None, None)
+            self.target.move_to(plan.position, None, None, plan.order_version)
             return
         previous = self.target.curriculum_state()
         # the first phase started after a resume gets the saved re-weighting state: all of it
         # inside that phase, the probabilities alone on a boundary (BucketReweighter)
         loader = None if plan.is_new_phase else saved.loader
-        self.target.move_to(plan.position, loader, saved.dynamic)
+        self.target.move_to(plan.position, loader, saved.dynamic, plan.order_version)
         try:  # these are the loader's and the kernels' "does not fit" errors
             self.target.open_phase()
         except (ValueError, SamplingError, BucketingError) as exc:
-            self.target.move_to(previous.position, previous.loader, previous.dynamic)
+            back = previous.position, previous.loader, previous.dynamic, previous.drawn_order
+            self.target.move_to(*back)
             first = str(exc).splitlines()[0] if str(exc) else repr(exc)
             raise ResumeError(
                 f"checkpoint curriculum state: cannot be restored ({type(exc).__name__}: {first})"

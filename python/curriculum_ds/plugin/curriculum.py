@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from curriculum_ds.checkpoint.state import CurriculumState
 from curriculum_ds.config.ramps import is_ramp
@@ -183,6 +183,11 @@ class Curriculum:
         return self.schedule.is_done(self.progress)
 
     @property
+    def order_version(self) -> int:
+        """The order the run's samples are drawn in (``curriculum.order_version``)."""
+        return self._loaders.order_version
+
+    @property
     def loader(self) -> PhaseLoader | None:
         """The current phase's loader (None before the first step and after the end)."""
         return self._loaders.current
@@ -324,12 +329,7 @@ class Curriculum:
     # ------------------------------------------------------------------------- evaluation
     @property
     def eval_due(self) -> bool:
-        """True when the step just finished ends an eval ``interval`` or a phase.
-
-        False without ``curriculum.eval``, before the first step of this process (a resumed run
-        evaluated its checkpoint's step before saving it), and once :meth:`evaluate` ran for that
-        step. Call it between ``step.finish()`` and the checkpoint save.
-        """
+        """The step just finished ends an eval interval or a phase (:attr:`HeldOutEvals.due`)."""
         return self._evals.due
 
     def evaluate(self, forward: Callable[[MicroBatch], Any] | None = None) -> EvalRow:
@@ -355,14 +355,14 @@ class Curriculum:
     # ------------------------------------------------------------------------ checkpoints
     def curriculum_state(self) -> CurriculumState:
         """Where the curriculum stands: its position and the loader/re-weighting states."""
-        loader, dynamic = self._loaders.saved(self.dynamic)
-        return CurriculumState.of(self.config, self.position, loader=loader, dynamic=dynamic)
+        return CurriculumState.of(self.config, self.position, **self._loaders.saved(self.dynamic))
 
     def move_to(
-        self, position: Position, loader: LoaderState | None, dynamic: DynamicState | None
-    ) -> None:
-        """Continue from ``position``; ``loader``, ``dynamic`` apply when its loader opens."""
-        self._loaders.expect(loader, dynamic)
+        self, position: Position, loader: LoaderState | None, dynamic: DynamicState | None,
+        order_version: Literal[1, 2],
+    ) -> None:  # fmt: skip
+        """Continue from ``position`` (:class:`~curriculum_ds.plugin.checkpointing.Restorable`)."""
+        self._loaders.expect(loader, dynamic, order_version)
         self.position, self._exhausted = position, False
 
     def open_phase(self) -> None:

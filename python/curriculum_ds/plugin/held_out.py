@@ -86,7 +86,12 @@ class HeldOutEvals:
 
     @property
     def due(self) -> bool:
-        """``curriculum.eval`` is due after the step just finished (``Curriculum.eval_due``)."""
+        """True when the step just finished ends an eval ``interval`` or a phase.
+
+        False without ``curriculum.eval``, before the first step of this process (a resumed run
+        evaluated its checkpoint's step before saving it), and once :meth:`evaluate` ran for that
+        step. ``Curriculum.eval_due``: call it between ``step.finish()`` and the checkpoint save.
+        """
         span = self._last_span
         return self.evaluator is not None and span is not None and self.evaluator.is_due(*span[:2])
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from curriculum_ds.core.loader import PhaseLoader
 
@@ -22,7 +22,15 @@ if TYPE_CHECKING:
     from curriculum_ds.dynamic import DynamicState, Reweighter
     from curriculum_ds.plugin.prefetch import StepFeed
 
-__all__ = ["PhaseLoaders"]
+__all__ = ["PhaseLoaders", "SavedStates"]
+
+
+class SavedStates(TypedDict):
+    """What a checkpoint holds of the phase's loader and the re-weighting, and the order."""
+
+    loader: LoaderState | None
+    dynamic: DynamicState | None
+    order_version: Literal[1, 2]
 
 
 class PhaseLoaders:
@@ -35,9 +43,14 @@ class PhaseLoaders:
         # what the next loader built restores (then None): set by a resume
         self._pending_loader: LoaderState | None = None
         self._pending_dynamic: DynamicState | None = None
+        # the order every loader draws in: a fresh run's, or (a resume) its checkpoint's
+        self.order_version: Literal[1, 2] = config.fresh_order_version
 
     def at(
-        self, phase_idx: int, dynamic: Reweighter | None, run_dir: str | Path | None
+        self,
+        phase_idx: int,
+        dynamic: Reweighter | None,
+        run_dir: str | Path | None,
     ) -> PhaseLoader:
         """The loader of phase ``phase_idx``: the open one, or (a phase swap) a new one."""
         if self.current is not None and self.current.phase_idx == phase_idx:
@@ -48,6 +61,7 @@ class PhaseLoaders:
             phase_idx,
             seed=self.config.seed,
             num_buckets=dynamic.num_buckets if dynamic is not None else 1,
+            order_version=self.order_version,
         )
         if dynamic is not None:
             view = replace(loader.view(), run_dir=None if run_dir is None else Path(run_dir))
@@ -66,20 +80,30 @@ class PhaseLoaders:
             self.current.close()
             self.current = None
 
-    def expect(self, loader: LoaderState | None, dynamic: DynamicState | None) -> None:
+    def expect(
+        self,
+        loader: LoaderState | None,
+        dynamic: DynamicState | None,
+        order_version: Literal[1, 2],
+    ) -> None:
         """Close the open loader; the next one restores these states.
 
-        ``loader`` if it is of the new loader's phase; the re-weighting starts from ``dynamic``.
+        ``loader`` if it is of the new loader's phase; the re-weighting starts from ``dynamic``;
+        the loaders draw in ``order_version`` from then on.
         """
         self.close()
+        self.order_version = order_version
         self._pending_loader = loader
         self._pending_dynamic = dynamic
 
-    def saved(self, dynamic: Reweighter | None) -> tuple[LoaderState | None, DynamicState | None]:
-        """The loader's and the re-weighting's states as a checkpoint holds them now."""
-        loader = self.current
-        return (
-            # a batch the prefetch decided early is not consumed: the counters before it
-            self.feed.loader_state(loader) if loader is not None else self._pending_loader,
-            None if dynamic is None else (self._pending_dynamic or dynamic.state()),
+    def saved(self, dynamic: Reweighter | None) -> SavedStates:
+        """What a checkpoint holds now: :meth:`CurriculumState.of`'s keyword arguments."""
+        # a batch the prefetch decided early is not consumed: the counters before it
+        loader = (
+            self._pending_loader if self.current is None else self.feed.loader_state(self.current)
         )
+        return {
+            "loader": loader,
+            "dynamic": None if dynamic is None else (self._pending_dynamic or dynamic.state()),
+            "order_version": self.order_version,
+        }

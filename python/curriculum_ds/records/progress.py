@@ -214,7 +214,8 @@ def banner(engine: Any, curriculum: Curriculum) -> str:
 
     Shape: ``curriculum_ds: start | GPT2LMHeadModel 858k params | world 2 | micro-batch 4 × GAS
     2 × 2 ranks = global batch 16 samples | fp32 | ZeRO 2 | 2 phases, 24k tok | resumed from
-    runs/a/checkpoints/global_step40`` (``fresh start`` without a resume).
+    runs/a/checkpoints/global_step40`` (``fresh start`` without a resume); a run in order
+    version 1 (``curriculum.order_version``) says ``order version 1`` before it.
 
     Args:
         engine: the ``DeepSpeedEngine`` (its ``module``, dtype and ZeRO stage are read).
@@ -241,6 +242,8 @@ def banner(engine: Any, curriculum: Curriculum) -> str:
             f"ZeRO {int(engine.zero_optimization_stage())}",
             f"{schedule.num_phases} phases, {human_count(float(schedule.total))} {schedule.unit}",
         ]
+        # the order of before (curriculum.order_version): a resumed old run, the bucket unit
+        + ([] if curriculum.order_version == 2 else [f"order version {curriculum.order_version}"])
     )
     resumed: Path | None = curriculum.resumed_from
     if resumed is None:

@@ -89,7 +89,13 @@ def test_the_owners_restored_from_the_tag_write_the_same_saved_form(tmp_path, mo
     state = CurriculumState.from_dict(saved)
     assert state.loader is not None
     reweighter = make_reweighter(cfg.dynamic)  # as the curriculum builds them
-    loader = PhaseLoader(cfg.schedule[0], 0, seed=cfg.seed, num_buckets=reweighter.num_buckets)
+    loader = PhaseLoader(
+        cfg.schedule[0],
+        0,
+        seed=cfg.seed,
+        num_buckets=reweighter.num_buckets,
+        order_version=state.drawn_order,  # 1: the checkpoint has no order_version
+    )
     try:
         loader.apply(reweighter.start_phase(loader.view(), state.dynamic))
         loader.restore(state.loader)

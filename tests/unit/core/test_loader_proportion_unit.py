@@ -166,8 +166,9 @@ def test_resume_continues_exactly(datasets, unit, num_buckets):
 
 
 def test_states_of_the_other_unit_are_refused(datasets):
-    samples = PhaseLoader(_phase(datasets, "samples"), 0, seed=1)
-    tokens = PhaseLoader(_phase(datasets, "tokens"), 0, seed=1)
+    # order version 1: the state of a checkpoint from before order_version existed
+    samples = PhaseLoader(_phase(datasets, "samples"), 0, seed=1, order_version=1)
+    tokens = PhaseLoader(_phase(datasets, "tokens"), 0, seed=1, order_version=1)
     samples.next_global_batch(8)
     tokens.next_global_batch(8)
     # a checkpoint from before proportion_unit existed has no such key: it is a samples state

@@ -120,8 +120,9 @@ class _Engine:
         return False
 
 
-def _curriculum(resumed_from: Path | None = None) -> Any:
+def _curriculum(resumed_from: Path | None = None, order_version: int = 2) -> Any:
     return SimpleNamespace(
+        order_version=order_version,
         dp_world_size=2,
         micro_batch_size=4,
         gradient_accumulation_steps=2,
@@ -147,6 +148,9 @@ def test_banner_names_the_checkpoint_resumed_from_within_the_cap():
     assert line.endswith("checkpoints/global_step40")
     short = banner(_Engine(torch.nn.Linear(2, 2)), _curriculum(Path("ck/global_step4")))
     assert short.endswith("| resumed from ck/global_step4")
+    # a run in order version 1 (a checkpoint from before version 2, or the bucket unit) says so
+    old = banner(_Engine(torch.nn.Linear(2, 2), stage=0), _curriculum(order_version=1))
+    assert "| 2 phases, 24k tok | order version 1 | fresh start" in old
 
 
 def test_parameters_are_counted_whole_under_zero3_and_tied_once():
