@@ -84,6 +84,27 @@ def ragged_docs(num_docs: int, *, seed: int = 0, min_len: int = 8, max_len: int 
     return docs
 
 
+def qa_records(num: int, *, seed: int = 0) -> list[dict[str, str]]:
+    """Deterministic question-answer records (``prepare --format qa``): the prompt is the start
+    of an English-like document (:func:`ragged_docs`), the answer its next word."""
+    out = []
+    for k, doc in enumerate(ragged_docs(num, seed=seed, min_len=30, max_len=50)):
+        words = doc.split()
+        out.append({"prompt": f"{k}: " + " ".join(words[:-1]) + " ", "answer": words[-1]})
+    return out
+
+
+def make_qa_dataset(
+    root: Path, name: str, records: list[dict[str, str]], *, max_seq_len: int = 64
+) -> Path:
+    """Prepare QA ``records`` (byte tokens) into the MDS dataset root/name (``--format qa``)."""
+    src = root / f"{name}.jsonl"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    prepare([src], root / name, max_seq_len=max_seq_len, format="qa")
+    return root / name
+
+
 def fixed_docs(num_docs: int, length: int) -> list[str]:
     """Documents of exactly `length - 1` bytes (+1 EOS token = `length` tokens each)."""
     return [f"{i:06d}".ljust(length - 1, "abcdefghij"[i % 10]) for i in range(num_docs)]
@@ -437,7 +458,8 @@ def tiny_experiment(root: Path, *, total: int = 2000, micro_batch_size: int = 2)
 
     Arms: ``mixed`` (the reference: one phase, streams ``a``/``b`` at 0.5/0.5) and ``phases``
     (``a`` alone for the first 40% of the tokens, then the same mix); both ``total`` tokens, with
-    held-out streams ``val_a`` and ``val_b`` (12 samples each), ``micro_batch_size`` samples per
+    held-out streams ``val_a`` and ``val_b`` (12 samples each) and the question-answer stream
+    ``val_qa`` (6 records, :func:`qa_records`), ``micro_batch_size`` samples per
     micro-batch (GAS 2). Returns ``root/experiment.json`` (its ``base`` is ``root/base.json``).
     The data is built once per ``root``.
     """
@@ -446,6 +468,7 @@ def tiny_experiment(root: Path, *, total: int = 2000, micro_batch_size: int = 2)
         make_dataset(root, "b", ragged_docs(160, seed=12, min_len=30, max_len=60))
         make_dataset(root, "val_a", ragged_docs(12, seed=13, min_len=10, max_len=40))
         make_dataset(root, "val_b", ragged_docs(12, seed=14, min_len=30, max_len=60))
+        make_qa_dataset(root, "val_qa", qa_records(6, seed=15))
     mix = {
         "streams": [
             {"local": str(root / "a"), "proportion": 0.5},
@@ -457,7 +480,11 @@ def tiny_experiment(root: Path, *, total: int = 2000, micro_batch_size: int = 2)
         "max_duration": f"{total}tok",
         "schedule": [{"name": "mix", "duration": f"{total}tok", "train_loader": mix}],
         "eval": {
-            "streams": [{"local": str(root / "val_a")}, {"local": str(root / "val_b")}],
+            "streams": [
+                {"local": str(root / "val_a")},
+                {"local": str(root / "val_b")},
+                {"local": str(root / "val_qa")},
+            ],
             "max_samples": 12,
         },
     }

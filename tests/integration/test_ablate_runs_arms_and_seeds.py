@@ -154,13 +154,19 @@ def test_results_have_one_row_per_run_with_the_contract_fields(story):
         ("mixed", 1), ("phases", 1), ("mixed", 2), ("phases", 2)
     ]  # fmt: skip
     for r in rows:
-        assert set(r) == {"arm", "seed", "tokens", "steps", "wall_s", "loss", "streams"}
+        assert set(r) == {
+            "arm", "seed", "tokens", "steps", "wall_s", "loss", "streams", "exact_match"
+        }  # fmt: skip
         assert r["tokens"] >= 2000
         assert r["steps"] > 0
         assert r["wall_s"] > 0
-        assert set(r["streams"]) == {"val_a", "val_b"}
+        assert set(r["streams"]) == {"val_a", "val_b", "val_qa"}
         evals = read_jsonl(story["out"] / f"runs/{r['arm']}/seed-{r['seed']}/eval.jsonl")
         assert r["loss"] == evals[-1]["loss"]
+        # the QA stream's exact match, and only its (a share of its 6 records)
+        assert r["exact_match"] == {"val_qa": evals[-1]["streams"]["val_qa"]["exact_match"]}
+        assert r["exact_match"]["val_qa"] in {k / 6 for k in range(7)}
+        assert "exact_match" not in evals[-1]["streams"]["val_a"]
 
 
 def _ci(x: np.ndarray) -> float:
@@ -173,15 +179,19 @@ def test_summary_equals_a_recomputation_from_results(story):
     assert summary["reference"] == "mixed"
     by = {(r["arm"], r["seed"]): r for r in rows}
     get = {"loss": lambda r: r["loss"]}
-    get |= {n: (lambda r, n=n: r["streams"][n]) for n in ("val_a", "val_b")}
+    get |= {n: (lambda r, n=n: r["streams"][n]) for n in ("val_a", "val_b", "val_qa")}
+    get |= {"em": lambda r: r["exact_match"]["val_qa"]}
     for arm in ("mixed", "phases"):
         got = summary["arms"][arm]
         assert got["n"] == 2
         for what, f in get.items():
             x = np.array([f(by[(arm, s)]) for s in (1, 2)])
             d = x - np.array([f(by[("mixed", s)]) for s in (1, 2)])
-            stat = got["loss"] if what == "loss" else got["streams"][what]
-            delta = got["delta"]["loss"] if what == "loss" else got["delta"]["streams"][what]
+            key, name = {"loss": ("loss", None), "em": ("exact_match", "val_qa")}.get(
+                what, ("streams", what)
+            )
+            stat = got[key] if name is None else got[key][name]
+            delta = got["delta"][key] if name is None else got["delta"][key][name]
             assert stat["mean"] == pytest.approx(x.mean(), abs=1e-9)
             assert stat["ci95"] == pytest.approx(_ci(x), abs=1e-9)
             assert delta["mean"] == pytest.approx(d.mean(), abs=1e-9)
@@ -192,7 +202,11 @@ def test_summary_equals_a_recomputation_from_results(story):
 def test_the_second_invocation_prints_the_table_and_writes_the_picture(story):
     table = (story["out"] / "summary.md").read_text()
     assert story["second"] == table
-    assert table.startswith("| arm | n | eval loss | Δ loss | val_a | Δ val_a | val_b | Δ val_b |")
+    assert table.startswith(
+        "| arm | n | eval loss | Δ loss | val_a | Δ val_a | val_b | Δ val_b | val_qa | Δ val_qa "
+        "| val_qa exact_match ↑ | Δ val_qa exact_match |"
+    )
+    assert "higher is better" in table
     assert "| mixed (reference) | 2 |" in table
     assert "\n| phases | 2 |" in table
     png = story["out"] / "ablation.png"

@@ -3,6 +3,9 @@
 * Evaluations happen after every step that crosses a multiple of ``interval`` and at every phase
   end, and their losses equal a single-process evaluation of the same checkpoint (the exported
   model, one sample at a time, plain ``cross_entropy``) to 1e-5, per stream and overall.
+* A question-answer eval stream (7 records: rank 0 takes 4, rank 1 takes 3) bears loss on its
+  answers only, and its ``exact_match`` equals that of the single process (teacher-forced argmax
+  over each answer's tokens and EOS), counted over both ranks.
 * A run with eval on draws the same training batches (``--trace-samples``) and trains to the same
   losses as one without.
 * A run killed after step 7 (``latest`` at step 6) and resumed writes the same evals as the
@@ -22,7 +25,9 @@ import torch
 import torch.nn.functional as F
 from helpers import (
     make_dataset,
+    make_qa_dataset,
     metrics,
+    qa_records,
     ragged_docs,
     trace,
     two_phase_curriculum,
@@ -49,6 +54,8 @@ def _data(root: Path) -> dict[str, Path]:
         "val_web": make_dataset(root, "val_web", ragged_docs(40, seed=7, min_len=10, max_len=60)),
         # one sample: rank 1 has none and runs a placeholder forward
         "val_one": make_dataset(root, "val_one", ragged_docs(1, seed=8, min_len=40, max_len=50)),
+        # QA records: only their answers bear loss; their exact_match is counted over ranks
+        "val_qa": make_qa_dataset(root, "val_qa", qa_records(7, seed=9)),
     }
 
 
@@ -60,6 +67,7 @@ def _config(data: dict[str, Path], name: str, *, evaluation: bool) -> Path:
             "streams": [
                 {"local": str(data["val_web"]), "name": "web"},
                 {"local": str(data["val_one"]), "name": "one"},
+                {"local": str(data["val_qa"]), "name": "qa"},
             ],
             "interval": f"{INTERVAL}tok",
             "max_samples": MAX_SAMPLES,
@@ -115,22 +123,27 @@ def _due_steps(rows: list[dict[str, Any]]) -> list[int]:
     return due
 
 
-def _single_process_eval(model: Any, local: Path, num: int) -> tuple[float, int]:
-    """Sum of next-token losses (nats) and loss tokens of a stream's first ``num`` samples."""
+def _single_process_eval(model: Any, local: Path, num: int) -> tuple[float, int, list[bool]]:
+    """Sum of next-token losses (nats), loss tokens and, per QA record, whether every answer
+    token is the argmax, of a stream's first ``num`` samples (a QA record's prompt bears no
+    loss)."""
     from curriculum_ds.data import close_stream, open_stream
 
     ds = open_stream(local)
-    total, count = 0.0, 0
+    total, count, hits = 0.0, 0, []
     try:
         with torch.no_grad():
             for i in range(min(num, ds.num_samples)):
-                ids = torch.tensor(np.asarray(ds[i]["input_ids"][:64]), dtype=torch.int64)[None]
-                logits = model(ids).logits[0, :-1].double()
-                total += float(F.cross_entropy(logits, ids[0, 1:], reduction="sum"))
-                count += ids.shape[1] - 1
+                sample = ds[i]
+                ids = torch.tensor(np.asarray(sample["input_ids"][:64]), dtype=torch.int64)[None]
+                start = int(sample.get("prompt_len", 1)) - 1  # the first loss-bearing position
+                logits = model(ids).logits[0, start:-1].double()
+                total += float(F.cross_entropy(logits, ids[0, start + 1 :], reduction="sum"))
+                count += ids.shape[1] - 1 - start
+                hits.append(bool((logits.argmax(-1) == ids[0, start + 1 :]).all()))
     finally:
         close_stream(ds)
-    return total, count
+    return total, count, hits
 
 
 def test_evals_are_due_at_intervals_and_phase_ends_and_match_one_process(
@@ -148,7 +161,7 @@ def test_evals_are_due_at_intervals_and_phase_ends_and_match_one_process(
     for e in evals:
         assert e["tokens"] == by_step[e["step"]]["tokens"]
         assert e["phase"] == by_step[e["step"]]["phase"]
-        assert set(e["streams"]) == {"web", "one"}
+        assert set(e["streams"]) == {"web", "one", "qa"}
         assert e["eval_tokens"] == sum(s["tokens"] for s in e["streams"].values())
     # the phase end of "short" has its own eval, with the phase it ended
     first_end = next(r for r in rows if r["tokens"] >= FIRST)
@@ -162,14 +175,21 @@ def test_evals_are_due_at_intervals_and_phase_ends_and_match_one_process(
         run / "checkpoints", tmp_path / "model", ds_config=data["root"] / "on.json"
     )
     model = GPT2LMHeadModel.from_pretrained(exported.out).eval()
-    sums: dict[str, tuple[float, int]] = {
+    sums: dict[str, tuple[float, int, list[bool]]] = {
         "web": _single_process_eval(model, data["val_web"], MAX_SAMPLES),
         "one": _single_process_eval(model, data["val_one"], MAX_SAMPLES),
+        "qa": _single_process_eval(model, data["val_qa"], MAX_SAMPLES),
     }
-    for name, (total, count) in sums.items():
+    for name, (total, count, _) in sums.items():
         assert last["streams"][name]["tokens"] == count
         assert last["streams"][name]["loss"] == pytest.approx(total / count, abs=1e-5)
-    overall = sum(t for t, _ in sums.values()) / sum(c for _, c in sums.values())
+    hits = sums["qa"][2]
+    assert len(hits) == 7
+    for e in evals:  # every evaluation reports it; the last one equals the single process
+        assert 0.0 <= e["streams"]["qa"]["exact_match"] <= 1.0
+        assert "exact_match" not in e["streams"]["web"]
+    assert last["streams"]["qa"]["exact_match"] == pytest.approx(sum(hits) / len(hits), abs=1e-12)
+    overall = sum(t for t, _, _ in sums.values()) / sum(c for _, c, _ in sums.values())
     assert last["loss"] == pytest.approx(overall, abs=1e-5)
     # training moved the eval loss
     assert evals[0]["loss"] > last["loss"]

@@ -3,7 +3,8 @@
 Modules: ``experiment`` (``EXPERIMENT.json``: loading, JSON merge patches, the checks before any
 run), ``runs`` (each arm × seed launched with the reference loop, resumably, into
 ``OUT/runs/ARM/seed-S/``), ``summary`` (means, Student-t intervals, paired deltas; ``summary.json``
-and ``summary.md``), ``plot`` (``ablation.png``). :func:`ablate` is the whole command. The
+and ``summary.md``), ``plot`` (``ablation.png``), ``compare`` (``curriculum-ds ablate-compare``:
+the same experiment's deltas at two model sizes). :func:`ablate` is the whole command. The
 contract is docs/ablate.md.
 """
 

@@ -2,11 +2,13 @@
 
 An ``EXPERIMENT.json`` names a ``base`` ds_config (relative to the experiment file), ``arms``
 (name → a JSON merge patch over the base, RFC 7386), a ``reference`` arm, ``seeds`` and optionally
-a ``model`` folder (docs/ablate.md). :func:`load_experiment` reads it and refuses, one line each
-and before anything is written, whatever would make the comparison unfair or impossible: an arm
-whose config does not validate, unequal ``max_duration``, unequal or missing ``curriculum.eval``,
-a ``reference`` that is not an arm, fewer than 2 arms or seeds, an arm name that cannot name a
-folder, an arm patch that sets where DeepSpeed writes (:func:`path_keys`).
+a ``model``: a folder, or the name of a size of the default GPT-2
+(:data:`~curriculum_ds.default_model.MODEL_PRESETS`: ``proxy``, ``proxy_10x``; docs/ablate.md).
+:func:`load_experiment` reads it and refuses, one line each and before anything is written,
+whatever would make the comparison unfair or impossible: an arm whose config does not validate,
+unequal ``max_duration``, unequal or missing ``curriculum.eval``, a ``reference`` that is not an
+arm, fewer than 2 arms or seeds, an arm name that cannot name a folder, an arm patch that sets
+where DeepSpeed writes (:func:`path_keys`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from curriculum_ds.config import read_json_object
+from curriculum_ds.default_model import MODEL_PRESETS
 from curriculum_ds.errors import ConfigError
 from curriculum_ds.files.user_paths import show_path
 
@@ -118,11 +121,27 @@ class Experiment:
     seeds the model's initialisation in the reference loop."""
     model: str | None
     """A HF model folder every arm starts from (``--model`` of the reference loop); None: the
-    reference loop's small default GPT-2."""
+    reference loop's small default GPT-2, of size :attr:`model_preset`."""
+    model_preset: str = "proxy"
+    """The default GPT-2's size (``--model-preset``) when ``model`` is None: the experiment
+    file's ``model`` when it names one of :data:`~curriculum_ds.default_model.MODEL_PRESETS`
+    (a folder of that name is not looked for)."""
     max_duration: str
     """The arms' common ``curriculum.max_duration`` (e.g. ``"60000tok"``)."""
+
     eval_streams: tuple[str, ...]
     """The names of the common eval streams, in the config's order."""
+
+    @property
+    def model_label(self) -> str | None:
+        """What each run's ``ablate.json`` records as its model.
+
+        The folder, a preset other than ``proxy`` by name, else None (the default, as recorded
+        before presets existed).
+        """
+        if self.model is not None:
+            return self.model
+        return None if self.model_preset == "proxy" else self.model_preset
 
 
 def arm_config(experiment: Experiment, arm: str, seed: int) -> dict[str, Any]:
@@ -257,7 +276,10 @@ def load_experiment(path: str | Path) -> Experiment:
             )
     base_path = path.parent / spec.base
     base = read_json_object(base_path, field="base")
-    model = None if spec.model is None else str(path.parent / spec.model)
+    preset = spec.model if spec.model in MODEL_PRESETS else "proxy"
+    model = (
+        None if spec.model is None or spec.model in MODEL_PRESETS else str(path.parent / spec.model)
+    )
     experiment = Experiment(
         path=path,
         base=base,
@@ -265,6 +287,7 @@ def load_experiment(path: str | Path) -> Experiment:
         reference=spec.reference,
         seeds=tuple(spec.seeds),
         model=model,
+        model_preset=preset,
         max_duration="",  # known once every arm validated (below)
         eval_streams=(),
     )

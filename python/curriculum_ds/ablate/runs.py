@@ -103,7 +103,7 @@ def check_unchanged(experiment: Experiment, out: Path) -> None:
                 continue
             field = first_difference(stored, arm_config(experiment, arm, seed))
             state = _stored(directory, "ablate.json")  # None: unreadable, its model unknown
-            if field is None and state is not None and state.get("model") != experiment.model:
+            if field is None and state is not None and state.get("model") != experiment.model_label:
                 field = "model"
             if field is not None:
                 raise ConfigError(
@@ -142,14 +142,20 @@ def _finished_row(experiment: Experiment, key: RunKey, directory: Path) -> dict[
     if total.unit == "tok" and metrics[-1]["tokens"] < total.value:
         return None  # stopped early (SIGTERM) at an eval step
     final = evals[-1]
+    exact = {n: s.get("exact_match") for n, s in final["streams"].items()}
     return {
         "arm": key.arm,
         "seed": key.seed,
         "tokens": int(metrics[-1]["tokens"]),
         "steps": int(metrics[-1]["step"]),
-        "wall_s": float(launch_state(directory, experiment.model)["wall_s"]),
+        "wall_s": float(launch_state(directory, experiment.model_label)["wall_s"]),
         "loss": float(final["loss"]),
         "streams": {name: float(s["loss"]) for name, s in final["streams"].items()},
+        **(
+            {"exact_match": {n: float(v) for n, v in exact.items() if v is not None}}
+            if any(v is not None for v in exact.values())
+            else {}
+        ),
     }
 
 
@@ -184,11 +190,13 @@ def _launch(
     train_args += ["--save-interval", str(save_interval), "--keep-last", "1"]
     if experiment.model is not None:
         train_args += ["--model", experiment.model]
+    elif experiment.model_preset != "proxy":
+        train_args += ["--model-preset", experiment.model_preset]
     cmd = build_command(config_path, num_gpus=num_gpus, train_args=train_args)
     if command_hook is not None:
         cmd = command_hook(key.arm, key.seed, cmd)
     log = directory / "train.log"
-    state = launch_state(directory, experiment.model)
+    state = launch_state(directory, experiment.model_label)
     start = state["running"] = time.time()
     write_text_atomically(directory / "ablate.json", json.dumps(state))  # durable before it runs
     with _output_to(log):
@@ -237,7 +245,10 @@ def _close_launch(state: dict[str, Any], end: float) -> None:
 
 def _eval_summary(row: dict[str, Any]) -> str:
     streams = ", ".join(f"{name} {loss:.4f}" for name, loss in row["streams"].items())
-    return f"final eval loss {row['loss']:.4f} ({streams})"
+    exact = "".join(
+        f", {name} exact_match {share:.3f}" for name, share in row.get("exact_match", {}).items()
+    )
+    return f"final eval loss {row['loss']:.4f} ({streams}){exact}"
 
 
 def _write_results(out: Path, rows: Sequence[dict[str, Any]]) -> None:

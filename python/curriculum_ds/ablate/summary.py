@@ -6,6 +6,10 @@ the mean, ``t_{0.975, n-1} · s / √n`` with ``s`` the sample standard deviatio
 t quantile is scipy's (``scipy.stats.t.ppf``). Deltas are arm − reference, paired by seed (the
 same seed: the same initialisation and data order), with the same interval over the per-seed
 differences (a paired t interval; e.g. Wasserman, *All of Statistics*, §10.6).
+
+A question-answer eval stream (``prepare --format qa``) adds its final ``exact_match`` (the share
+of its records answered exactly; higher is better) with the same statistics, under
+``exact_match`` beside ``streams``; an experiment without one has no such key.
 """
 
 from __future__ import annotations
@@ -45,22 +49,26 @@ def summarize(
     """The ``summary.json`` object of finished runs.
 
     Args:
-        rows: ``results.jsonl`` rows (``arm``, ``seed``, ``loss``, ``streams: {name: loss}``).
+        rows: ``results.jsonl`` rows (``arm``, ``seed``, ``loss``, ``streams: {name: loss}``,
+            and ``exact_match: {name: share}`` of the QA streams).
         reference: the arm the deltas are measured against.
         arms: the arms, in the order to report them (each with at least one row).
 
     Returns:
         ``{"reference", "seeds", "arms": {arm: {"n", "loss": {mean, ci95}, "streams": {name:
         {mean, ci95}}, "delta": {"loss": {mean, ci95, per_seed}, "streams": {name: {mean, ci95,
-        per_seed}}}}}}``; ``per_seed`` maps each seed the arm shares with the reference (as a
-        string) to arm − reference. Deterministic.
+        per_seed}}}}}}``, and ``exact_match`` beside each ``streams`` (QA streams only, when
+        there are); ``per_seed`` maps each seed the arm shares with the reference (as a string)
+        to arm − reference. Deterministic.
     """
     by_arm: dict[str, dict[int, Mapping[str, Any]]] = {arm: {} for arm in arms}
     for row in rows:
         if row["arm"] in by_arm:
             by_arm[row["arm"]][int(row["seed"])] = row
     ref = by_arm[reference]
-    names = list(next(iter(ref.values()))["streams"]) if ref else []
+    first = next(iter(ref.values())) if ref else {}
+    names = list(first.get("streams", {}))
+    qa_names = list(first.get("exact_match", {}))
     seeds = sorted({seed for runs in by_arm.values() for seed in runs})
     summary: dict[str, Any] = {"reference": reference, "seeds": seeds, "arms": {}}
     for arm in arms:
@@ -74,7 +82,7 @@ def summarize(
             diffs = {str(s): get(runs[s]) - get(ref[s]) for s in paired}
             return {**mean_ci95(list(diffs.values())), "per_seed": diffs}
 
-        summary["arms"][arm] = {
+        stats: dict[str, Any] = {
             "n": len(order),
             "loss": mean_ci95([runs[s]["loss"] for s in order]),
             "streams": {
@@ -85,6 +93,14 @@ def summarize(
                 "streams": {name: delta(lambda r, name=name: r["streams"][name]) for name in names},
             },
         }
+        if qa_names:
+            stats["exact_match"] = {
+                name: mean_ci95([runs[s]["exact_match"][name] for s in order]) for name in qa_names
+            }
+            stats["delta"]["exact_match"] = {
+                name: delta(lambda r, name=name: r["exact_match"][name]) for name in qa_names
+            }
+        summary["arms"][arm] = stats
     return summary
 
 
@@ -106,9 +122,12 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     reference = summary["reference"]
     arms = summary["arms"]
     names = list(arms[reference]["streams"])
+    qa_names = list(arms[reference].get("exact_match", {}))
     head = ["arm", "n", "eval loss", "Δ loss"]
     for name in names:
         head += [name, f"Δ {name}"]
+    for name in qa_names:
+        head += [f"{name} exact_match ↑", f"Δ {name} exact_match"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for arm, stats in arms.items():
         is_ref = arm == reference
@@ -118,6 +137,9 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         for name in names:
             cells.append(_pm(stats["streams"][name]))
             cells.append("—" if is_ref else _pm(stats["delta"]["streams"][name], signed=True))
+        for name in qa_names:
+            cells.append(_pm(stats["exact_match"][name]))
+            cells.append("—" if is_ref else _pm(stats["delta"]["exact_match"][name], signed=True))
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -125,4 +147,9 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         f"Student-t interval over seeds {', '.join(map(str, summary['seeds']))}; Δ = arm − "
         f"{reference}, paired by seed (* : the interval excludes 0).",
     ]
+    if qa_names:
+        lines.append(
+            "exact_match ↑: the share of a QA stream's held-out records whose every answer token "
+            "is the model's argmax (teacher-forced); higher is better, unlike the losses."
+        )
     return "\n".join(lines) + "\n"

@@ -39,10 +39,11 @@ from curriculum_ds.cli.group import main
 @click.option(
     "--format",
     "format_",
-    type=click.Choice(["text", "jsonl", "json", "parquet"]),
+    type=click.Choice(["text", "jsonl", "json", "parquet", "qa"]),
     default=None,
     help="read every input file in this format, whatever its suffix "
-    "(default: by suffix; files inside folders with other suffixes read as text by content)",
+    "(default: by suffix; files inside folders with other suffixes read as text by content); "
+    "qa: JSONL question-answer records with 'prompt' and 'answer' (only the answer bears loss)",
 )
 @click.option(
     "--text-field",
@@ -102,15 +103,27 @@ def prepare(
 
     --val-fraction F holds out round(F x documents) whole documents, drawn by --seed, in the MDS
     folder OUT_val beside --out (the same tokenizer and options); the rest go to --out.
+
+    --format qa reads JSONL records {"prompt": ..., "answer": ...}, one sample each: the
+    prompt's tokens, the answer's, EOS. Its prompt_len column marks the prompt, whose tokens
+    bear no loss in training and evaluation; an eval stream of QA records also reports
+    exact_match. A record without a prompt or answer, with an empty one, or whose answer does
+    not fit in --max-seq-len after its prompt is refused in one line naming file:line.
     """
     import tempfile
 
     from curriculum_ds.data import prepare as prepare_fn
     from curriculum_ds.data.remote import check_upload_target, upload_dataset
     from curriculum_ds.data.split import check_val_fraction, prepare_split, val_folder
+    from curriculum_ds.errors import DataError
 
     if val_fraction is not None:
         check_val_fraction(val_fraction)  # before anything is read or written
+        if format_ == "qa":
+            raise DataError(
+                "--val-fraction and --format qa: split the QA records into two files and "
+                "prepare each"
+            )
     remote = out if "://" in out else None
     targets = [out] if val_fraction is None else [out, val_folder(out)]
     with tempfile.TemporaryDirectory(prefix="curriculum_ds_prepare_") as tmp:
@@ -146,7 +159,8 @@ def prepare(
         click.echo(
             f"wrote {summary.num_samples:,} {'packed rows' if pack else 'samples'} "
             f"({summary.num_tokens:,} tokens, vocab {summary.vocab_size}) from "
-            f"{summary.num_documents:,} documents to {target if remote else summary.out}"
+            f"{summary.num_documents:,} {'records' if format_ == 'qa' else 'documents'} to "
+            f"{target if remote else summary.out}"
         )
     summary = summaries[0]
     click.echo(summary.describe_padding())

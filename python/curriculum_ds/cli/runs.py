@@ -106,12 +106,46 @@ def launch(
     is_flag=True,
     help="only build the corpus and datamixes under OUT/data (docstrings, code, noise), no run",
 )
-def demo(out: Path, num_gpus: int | None, max_duration: str | None, data_only: bool) -> None:
-    """Real text from Python's stdlib → two datamixes → a 2-phase dynamic curriculum run."""
+@click.option(
+    "--facts",
+    is_flag=True,
+    help="also build the synthetic facts (train/facts) and their held-out questions "
+    "(val/facts_qa) of configs/experiments/facts/, then stop (no run)",
+)
+@click.option(
+    "--facts-people",
+    type=click.IntRange(1, 2000),
+    default=None,
+    help="with --facts: people invented (default 100)",
+)
+@click.option("--facts-seed", type=int, default=0, show_default=True, help="with --facts: seed")
+def demo(
+    out: Path,
+    num_gpus: int | None,
+    max_duration: str | None,
+    data_only: bool,
+    facts: bool,
+    facts_people: int | None,
+    facts_seed: int,
+) -> None:
+    """Real text from Python's stdlib → two datamixes → a 2-phase dynamic curriculum run.
+
+    With --facts: the demo's data plus the synthetic biographies and held-out questions of
+    configs/experiments/facts/ (commands/facts.py), no run.
+    """
     from curriculum_ds.commands.demo import build_demo_data, run_demo
     from curriculum_ds.files.user_paths import make_folder
 
     make_folder(out, field="--out")
+    if facts:
+        from curriculum_ds.commands.facts import DEFAULT_PEOPLE, build_facts_data
+
+        build_demo_data(out.resolve())
+        people = facts_people or DEFAULT_PEOPLE
+        click.echo(
+            f"demo data: {build_facts_data(out.resolve(), num_people=people, seed=facts_seed)}"
+        )
+        return
     if data_only:
         click.echo(f"demo data: {build_demo_data(out.resolve())}")
         return
@@ -185,3 +219,24 @@ def ablate(experiment: Path, out: Path, num_gpus: int | None, save_interval: int
 
     table = run_ablation(experiment, out, num_gpus=num_gpus, save_interval=save_interval)
     click.echo(f"\n{table}\nresults: {out / 'summary.json'}  picture: {out / 'ablation.png'}")
+
+
+@main.command("ablate-compare")
+@click.argument("dir_small", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("dir_large", type=click.Path(path_type=Path, file_okay=False))
+def ablate_compare(dir_small: Path, dir_large: Path) -> None:
+    """Each arm's paired delta at two model sizes, and whether the signs agree (docs/ablate.md).
+
+    DIR_SMALL and DIR_LARGE are the --out folders of the same experiment run at two sizes
+    (its "model": "proxy" and "proxy_10x"). With at least 4 arms, Spearman's rank correlation
+    of the arms' mean deltas is printed too.
+    """
+    from curriculum_ds.ablate.compare import compare_summaries, read_summary, render_comparison
+
+    small, large = read_summary(dir_small), read_summary(dir_large)
+    comparison = compare_summaries(small, large)
+    click.echo(
+        render_comparison(
+            comparison, dir_small.name or str(dir_small), dir_large.name or str(dir_large)
+        )
+    )

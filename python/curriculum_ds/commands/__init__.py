@@ -3,6 +3,8 @@
 Modules, one concern each:
 - ``launch``: builds and runs the ``deepspeed`` command, forwarding signals to the ranks.
 - ``demo``: the demo's corpus, data, config and run, end to end.
+- ``facts``: ``demo --facts``: synthetic biographies and held-out questions (the facts
+  experiments).
 - ``corpus``: the standard library's docstrings and sources as a corpus (no download).
 - ``schedule_table``: the phase table ``validate`` prints.
 - ``report``: ``curriculum-ds report``, one picture and a per-phase summary of a run.

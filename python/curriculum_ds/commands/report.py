@@ -198,8 +198,10 @@ def summary(report: RunReport) -> str:
         eval_streams = (last_eval or {}).get("streams") or {}
         for name in dict.fromkeys([*train, *eval_streams]):
             ev = (eval_streams.get(name) or {}).get("loss")
+            exact = (eval_streams.get(name) or {}).get("exact_match")
             lines.append(
                 f"  {name:<16} train {_fmt(train.get(name))}   eval {_fmt(ev)}"
+                + (f"   exact_match {exact:.3f}" if exact is not None else "")
                 + (f" (step {last_eval['step']})" if name in eval_streams and last_eval else "")
             )
         if last_eval is not None:

@@ -245,6 +245,7 @@ def _micro_batches(
     from curriculum_ds.core.microbatch import MicroBatch, collate
     from curriculum_ds.data import close_stream, open_stream
     from curriculum_ds.data.bulk import BulkReader
+    from curriculum_ds.data.qa import PROMPT_LEN_COLUMN
     from curriculum_ds.data.streams import streaming_registration
 
     with streaming_registration():
@@ -252,14 +253,18 @@ def _micro_batches(
     try:
         bulk = BulkReader.of([ds])
         limit = int(info.metrics["num_tokens"].max())
+        prompts = info.metrics.get(PROMPT_LEN_COLUMN)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             pairs = np.stack([np.zeros_like(idx), idx], axis=1)
             padded = None if bulk is None else bulk.read_padded(pairs, limit, IGNORE_INDEX)
             if padded is not None:
-                yield idx, MicroBatch.of_arrays(*padded, idx)
+                mb = MicroBatch.of_arrays(*padded, idx)
             else:
-                yield idx, collate([np.asarray(ds[int(i)]["input_ids"]) for i in idx], idx)
+                mb = collate([np.asarray(ds[int(i)]["input_ids"]) for i in idx], idx)
+            if prompts is not None:  # QA records: the answer's loss, as the training step's
+                mb = mb.with_prompts(prompts[idx])
+            yield idx, mb
     finally:
         if bulk is not None:
             bulk.forget()

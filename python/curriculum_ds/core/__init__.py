@@ -15,6 +15,7 @@ Module map:
 * ``documents.py``: document masking of packed rows (``position_ids`` restarting per document,
   the block-diagonal causal mask);
 * ``loss.py``: the one owner of the token-weighted loss normalisation;
+* ``exact_match.py``: a QA record's teacher-forced exact match (every answer token the argmax);
 * ``lr_schedule.py``: the learning rate as a function of progress.
 
 Nothing here imports the plugin, the engine or ``dynamic/``'s methods (the loader reads only

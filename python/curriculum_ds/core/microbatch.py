@@ -81,6 +81,25 @@ class MicroBatch:
         labels[torch.from_numpy(rows), torch.from_numpy(cols)] = IGNORE_INDEX
         return replace(self, labels=labels, position_ids=torch.from_numpy(positions))
 
+    def with_prompts(self, prompt_lens: npt.NDArray[np.integer[Any]]) -> MicroBatch:
+        """This micro-batch with each row's first ``prompt_lens[i]`` labels ``IGNORE_INDEX``.
+
+        A QA record's prompt (:mod:`curriculum_ds.data.qa`) bears no loss: the shifted labels
+        that remain are its answer's tokens (position ``prompt_len - 1`` predicts the first).
+        The inputs and the attention are unchanged.
+
+        Args:
+            prompt_lens: int ``(micro_batch_size,)``; 0 leaves a row as it is.
+
+        Returns:
+            A new micro-batch (``labels`` copied; the rest shared).
+        """
+        lens = torch.as_tensor(np.asarray(prompt_lens, dtype=np.int64), device=self.labels.device)
+        cols = torch.arange(self.labels.shape[1], device=self.labels.device)
+        return replace(
+            self, labels=self.labels.masked_fill(cols[None, :] < lens[:, None], IGNORE_INDEX)
+        )
+
     def forward_kwargs(self) -> dict[str, torch.Tensor | None]:
         """The keyword arguments of the model's forward beside ``input_ids``, HF's convention.
 

@@ -23,6 +23,7 @@ from curriculum_ds.core.microbatch import MicroBatch, collate
 from curriculum_ds.data import close_stream, open_stream
 from curriculum_ds.data.bulk import BulkReader
 from curriculum_ds.data.index import DOC_STARTS_COLUMN
+from curriculum_ds.data.qa import PROMPT_LEN_COLUMN
 from curriculum_ds.data.streams import drop_cached_shard
 from curriculum_ds.data.streams import streaming_registration as _streaming_registration
 from curriculum_ds.errors import DownloadError
@@ -40,6 +41,9 @@ class SampleReader:
         doc_starts: Per stream, whether its rows' document starts are read (document masking
             of packed rows, :meth:`MicroBatch.with_documents`); None: no stream's (no
             ``position_ids``). A stream without them counts as one document per row.
+        prompt_lens: Per stream, its samples' prompt lengths (int64 ``(num_samples,)``, a QA
+            stream's ``prompt_len`` metric) or None; the labels of each sample's prompt bear no
+            loss (:meth:`MicroBatch.with_prompts`). None: no QA stream.
     """
 
     def __init__(
@@ -49,8 +53,11 @@ class SampleReader:
         remotes: Sequence[str | None],
         *,
         doc_starts: Sequence[bool] | None = None,
+        prompt_lens: Sequence[npt.NDArray[np.int64] | None] | None = None,
     ) -> None:
         self.names, self.locals, self.remotes = list(names), list(locals_), list(remotes)
+        qa = prompt_lens is not None and any(p is not None for p in prompt_lens)
+        self.prompt_lens = list(prompt_lens) if prompt_lens is not None and qa else None
         with _streaming_registration():
             self.datasets = [open_stream(lo, re) for lo, re in zip(locals_, remotes, strict=True)]
         # released by close(), or when the reader is garbage-collected if nobody called it
@@ -80,6 +87,7 @@ class SampleReader:
             [s.local for s in loader.streams],
             [s.remote for s in loader.streams],
             doc_starts=[bool(info.doc_starts) for info in infos] if masking else None,
+            prompt_lens=[info.metrics.get(PROMPT_LEN_COLUMN) for info in infos],
         )
 
     @property
@@ -170,7 +178,8 @@ class SampleReader:
 
         Read padded in bulk (as ``collate(self.fetch(pairs, seq_len), positions)`` pads them);
         with ``doc_starts`` (document masking) it carries ``position_ids`` and its boundary
-        labels are ignored (:meth:`MicroBatch.with_documents`).
+        labels are ignored (:meth:`MicroBatch.with_documents`); a QA sample's prompt labels
+        are ignored (:meth:`MicroBatch.with_prompts`).
 
         Raises:
             DownloadError: as :meth:`fetch`.
@@ -182,7 +191,21 @@ class SampleReader:
             mb = collate(self.fetch(pairs, seq_len), positions)
         if self.doc_starts is not None:  # document masking: positions restart per document
             mb = mb.with_documents(*self.fetch_starts(pairs, seq_len))
+        if self.prompt_lens is not None:  # QA records: only the answer bears loss
+            mb = mb.with_prompts(self.prompts_of(pairs))
         return mb
+
+    def prompts_of(self, pairs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The prompt lengths of ``(stream_idx, sample_idx)`` pairs, int64 ``(n,)``.
+
+        0 for a sample of a stream that is not QA records.
+        """
+        out = np.zeros(len(pairs), dtype=np.int64)
+        for stream, lens in enumerate(self.prompt_lens or []):
+            if lens is not None:
+                rows = pairs[:, 0] == stream
+                out[rows] = lens[pairs[rows, 1]]
+        return out
 
     def micro_batches(
         self,

@@ -42,8 +42,10 @@ mosaicml-streaming first (see :func:`curriculum_ds.distributed.ensure_local_worl
 before any rank opens them (the data check of ``curriculum-ds validate`` and of every launch).
 
 Modules, one concern each: ``tokenizers`` (byte and HF tokenizers), ``documents`` (input
-formats; reading text, JSONL, JSON and folders), ``sources`` (streaming readers: gzip/zstd,
-Parquet, saved HF datasets), ``packing`` (rows: split or packed; padding fractions),
+formats; reading text, JSONL, JSON and folders), ``jsonl_reading`` (JSON(L) objects and fields,
+one line per error), ``qa`` (``prepare --format qa``: question-answer records, ``prompt_len``),
+``sources`` (streaming readers: gzip/zstd, Parquet, saved HF datasets), ``packing`` (rows:
+split or packed; padding fractions),
 ``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``split``
 (``prepare_split``: a held-out folder by document, ``prepare --val-fraction``), ``index``
 (``index.json`` and the sidecar file names), ``info`` (:func:`read_stream_info`), ``verify``

@@ -23,7 +23,6 @@ in the order of its files' relative paths.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -31,6 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curriculum_ds.data.jsonl_reading import (
+    field_text,
+    json_limit_reason,
+    jsonl_objects,
+    parse_json,
+)
 from curriculum_ds.data.sources import (
     checked_text,
     compression_of,
@@ -51,8 +56,10 @@ __all__ = [
     "batched",
     "check_inputs",
     "describe_skipped",
+    "field_text",
     "folder_format_of",
     "iter_documents",
+    "iter_jsonl_records",
     "json_limit_reason",
     "read_bytes",
 ]
@@ -161,74 +168,31 @@ def _decode_text(path: Path, data: bytes) -> str:
         ) from err
 
 
-def json_limit_reason(err: ValueError | RecursionError) -> str:
-    """Why ``json.loads`` refused a text for a reason other than its syntax, in a few words.
-
-    Python's parser recurses once per nesting level (``RecursionError``) and refuses integer
-    literals longer than ``sys.get_int_max_str_digits()`` digits (a ``ValueError``).
-    """
-    if isinstance(err, RecursionError):
-        return "nested too deeply"
-    detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-    if "integer string conversion" in detail:
-        return "an integer literal of more than 4300 digits"
-    return detail
-
-
-def _field_text(obj: dict[str, Any], where: str, text_field: str) -> str:
-    """The string under ``text_field`` of one JSON object (``where`` names it in errors)."""
-    if text_field not in obj:
-        keys = ", ".join(sorted(map(str, obj))) or "none"
-        raise DataError(f"{where}: missing field {text_field!r} (fields: {keys})")
-    value = obj[text_field]
-    if not isinstance(value, str):
-        raise DataError(
-            f"{where}: field {text_field!r} must be a string, got {type(value).__name__}"
-        )
-    return checked_text(value, where, f"field {text_field!r}")
-
-
-def _parse_json(text: str, path: Path, lineno: int | None) -> Any:
-    """``json.loads(text)``; ``DataError`` naming ``path`` and line (``lineno`` or the parser's)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{lineno or err.lineno}: invalid JSON ({err.msg})") from err
-    except (ValueError, RecursionError) as err:
-        where = f"{path}:{lineno}" if lineno is not None else str(path)
-        raise DataError(f"{where}: invalid JSON ({json_limit_reason(err)})") from None
-
-
 def _iter_jsonl(path: Path, text_field: str) -> Iterator[str]:
     """The documents of a JSONL file (compressed or not), streamed one line at a time."""
-    offset = 0  # of the line in the (decompressed) file, for the error message
-    with open_binary(path) as fh:
-        # binary lines end at b"\n" only: str.splitlines() would also cut at U+2028, U+0085,
-        # ..., which json.dumps(ensure_ascii=False) leaves unescaped inside strings.
-        for lineno, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-            except UnicodeDecodeError as err:
-                bom = 3 if lineno == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
-                raise DataError(
-                    f"{path}:{lineno}: not UTF-8 text (invalid byte at offset "
-                    f"{offset + err.start + bom})"
-                ) from None
-            offset += len(raw)
-            if not line.strip():
-                continue
-            obj = _parse_json(line, path, lineno)
-            if not isinstance(obj, dict):
-                raise DataError(
-                    f"{path}:{lineno}: expected a JSON object with a {text_field!r} field, "
-                    f"got {type(obj).__name__}"
-                )
-            yield _field_text(obj, f"{path}:{lineno}", text_field)
+    for where, obj in jsonl_objects(path, f"a {text_field!r} field"):
+        yield field_text(obj, where, text_field)
+
+
+def iter_jsonl_records(
+    files: Sequence[InputFile], stats: ReadStats, *, expected: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every JSON object of JSONL files, in order, with where it is (``path:line``).
+
+    What ``prepare --format qa`` reads (:mod:`curriculum_ds.data.qa`); the files are read as
+    :func:`iter_documents` reads JSONL (streamed, compressed or not, one line per error).
+
+    Raises:
+        DataError: a file is unreadable, not UTF-8, or a line is not a JSON object (naming
+            ``expected``, what it must hold).
+    """
+    for file in files:
+        yield from _streamed(file, stats, jsonl_objects(file.path, expected))
 
 
 def _iter_json(path: Path, data: bytes, text_field: str) -> Iterator[str]:
     """The documents of a JSON array: each element a string, or an object with ``text_field``."""
-    doc = _parse_json(_decode_text(path, data), path, None)
+    doc = parse_json(_decode_text(path, data), path, None)
     if not isinstance(doc, list):
         raise DataError(
             f"{path}: expected a JSON array of documents (strings or objects with a "
@@ -239,7 +203,7 @@ def _iter_json(path: Path, data: bytes, text_field: str) -> Iterator[str]:
         if isinstance(item, str):
             yield checked_text(item, where, "the document")
         elif isinstance(item, dict):
-            yield _field_text(item, where, text_field)
+            yield field_text(item, where, text_field)
         else:
             raise DataError(
                 f"{where}: expected a string or an object with a {text_field!r} field, "

@@ -23,6 +23,7 @@ from curriculum_ds.data.index import (
     read_index,
     read_json,
 )
+from curriculum_ds.data.qa import PROMPT_LEN_COLUMN
 from curriculum_ds.data.streams import close_stream, open_stream
 from curriculum_ds.data.tokenizers import MAX_VOCAB_SIZE
 from curriculum_ds.errors import DataError
@@ -44,7 +45,8 @@ class StreamInfo:
         max_seq_len: Longest sample allowed when prepared, in tokens; ``None`` if unknown.
         tokenizer: ``"byte"``, the tokenizer file path, or ``None`` if unknown.
         metrics: Column name → read-only array of shape ``(num_samples,)``, in sample order:
-            ``num_tokens`` (int64) always, plus the float64 metrics of prepared datasets.
+            ``num_tokens`` (int64) always, plus the float64 metrics of prepared datasets (and
+            the int64 ``prompt_len`` of QA records).
         min_token_id: Smallest token id of any sample, when known (foreign datasets, which are
             read whole); ``None`` otherwise.
         max_token_id: Largest token id of any sample, when known (``curriculum_meta.json`` of
@@ -72,6 +74,14 @@ class StreamInfo:
     tokenizer_sha256: str | None = None
     packed: bool = False
     doc_starts: bool = False
+
+    @property
+    def qa(self) -> bool:
+        """Whether the samples are question-answer records (``prepare --format qa``).
+
+        Each sample's ``prompt_len`` leading tokens bear no loss (:mod:`curriculum_ds.data.qa`).
+        """
+        return PROMPT_LEN_COLUMN in self.metrics
 
 
 def _frozen(arr: np.ndarray) -> np.ndarray:
@@ -152,7 +162,7 @@ def read_stream_info(local: str | Path, *, remote: str | None = None) -> StreamI
             raise DataError(
                 f"{metrics_path}: column {name!r} has shape {arr.shape}, expected ({num_samples},)"
             )
-        dtype = np.int64 if name == "num_tokens" else np.float64
+        dtype = np.int64 if name in ("num_tokens", PROMPT_LEN_COLUMN) else np.float64
         with np.errstate(invalid="ignore", over="ignore"):  # a NaN count fails the sum below
             metrics[name] = _frozen(arr.astype(dtype, copy=False))
     if int(metrics["num_tokens"].sum()) != meta["num_tokens"]:

@@ -34,6 +34,7 @@ from curriculum_ds.data.documents import (
     check_inputs,
     describe_skipped,
     iter_documents,
+    iter_jsonl_records,
 )
 from curriculum_ds.data.index import (
     DATASET_FORMAT,
@@ -41,8 +42,9 @@ from curriculum_ds.data.index import (
     META_FILENAME,
     METRICS_FILENAME,
 )
-from curriculum_ds.data.metrics import METRIC_COLUMNS, compression_ratio, token_entropy
+from curriculum_ds.data.metrics import compression_ratio, token_entropy
 from curriculum_ds.data.packing import PaddingTally, pack_documents, split_document
+from curriculum_ds.data.qa import PROMPT_LEN_COLUMN, QA_FORMAT, qa_samples
 from curriculum_ds.data.tokenizers import load_tokenizer
 from curriculum_ds.errors import DataError
 
@@ -150,6 +152,26 @@ def _remove_empty_folders(folders: Sequence[Path]) -> None:
             return
 
 
+def _qa_rows(
+    records: Iterator[tuple[str, dict[str, Any]]],
+    tok: Any,
+    max_seq_len: int,
+    select: Callable[[int], bool] | None,
+    tally: PaddingTally,
+    prompt_lens: array[int],
+) -> Iterator[tuple[np.ndarray, None]]:
+    """The rows of QA records (:func:`~curriculum_ds.data.qa.qa_samples`), one per record.
+
+    Each one's prompt length is appended to ``prompt_lens`` before it is yielded.
+    """
+    if select is not None:
+        records = (r for i, r in enumerate(records) if select(i))
+    for ids, prompt_len in qa_samples(records, tok, max_seq_len):
+        tally.add(int(ids.size))
+        prompt_lens.append(prompt_len)
+        yield ids, None
+
+
 def prepare(
     inputs: Sequence[Path],
     out: Path,
@@ -218,7 +240,9 @@ def prepare(
         min_tokens: Shortest sample kept, in tokens; in ``[1, max_seq_len]``.
         size_limit: MDS shard size limit in bytes (``None``: streaming's default, 64 MiB).
         format: ``"text"``, ``"jsonl"``, ``"json"`` or ``"parquet"`` for every input file, or
-            ``None`` to decide by suffix.
+            ``None`` to decide by suffix; ``"qa"``: every file is JSONL of question-answer
+            records, one sample each with its ``prompt_len`` column (:mod:`curriculum_ds.data.qa`;
+            not with ``pack``; ``select`` then counts records).
         text_field: The field of a JSONL line's or JSON element's object, or the column of a
             Parquet file or saved dataset, that holds the text.
         pack: Pack documents into full rows (above); recorded as ``"packed": true`` in
@@ -257,10 +281,13 @@ def prepare(
         raise DataError(f"size_limit must be in (0, 2**32) bytes, got {size_limit}")
     if not isinstance(text_field, str) or not text_field:
         raise DataError(f"text_field must be a non-empty string, got {text_field!r}")
-    if format is not None and format not in FORMATS:
-        raise DataError(f"format must be one of {', '.join(FORMATS)} or None, got {format!r}")
+    qa = format == QA_FORMAT
+    if format is not None and format not in FORMATS and not qa:
+        raise DataError(f"format must be one of {', '.join(FORMATS)}, qa or None, got {format!r}")
+    if qa and pack:
+        raise DataError("--pack and --format qa: a QA record is one sample; prepare it unpacked")
     stats = ReadStats()
-    files = check_inputs(inputs, format=format)
+    files = check_inputs(inputs, format="jsonl" if qa else format)
     paths = [Path(p) for p in inputs]
     _check_out_not_in_inputs(out, paths)
     _check_out(out)
@@ -283,6 +310,7 @@ def prepare(
         lengths = array("q")  # per row: 8 bytes each, the only per-row state kept
         entropies = array("d")
         ratios = array("d")
+        prompt_lens = array("q")  # QA records only
         max_token_id = -1
         writer_kwargs: dict[str, Any] = {
             "progress_bar": False,
@@ -300,7 +328,9 @@ def prepare(
             writer = stack.enter_context(
                 MDSWriter(
                     out=str(tmp),
-                    columns=_MDS_COLUMNS | ({DOC_STARTS_COLUMN: "ndarray:int32"} if pack else {}),
+                    columns=_MDS_COLUMNS
+                    | ({DOC_STARTS_COLUMN: "ndarray:int32"} if pack else {})
+                    | ({PROMPT_LEN_COLUMN: "int"} if qa else {}),
                     **writer_kwargs,
                 )
             )
@@ -318,7 +348,16 @@ def prepare(
                     bar.update(len(batch))
 
             rows: Iterator[tuple[np.ndarray, np.ndarray | None]]
-            if pack:
+            if qa:
+                rows = _qa_rows(
+                    iter_jsonl_records(files, stats, expected="'prompt' and 'answer' fields"),
+                    tok,
+                    max_seq_len,
+                    select,
+                    tally,
+                    prompt_lens,
+                )
+            elif pack:
                 rows = pack_documents(encoded(), max_seq_len)
             else:
                 rows = (
@@ -337,6 +376,8 @@ def prepare(
                 }
                 if starts is not None:
                     sample[DOC_STARTS_COLUMN] = starts
+                if qa:
+                    sample[PROMPT_LEN_COLUMN] = prompt_lens[-1]
                 writer.write(sample)
                 lengths.append(int(piece.size))
                 max_token_id = max(max_token_id, int(piece.max()))
@@ -356,14 +397,14 @@ def prepare(
                 f"min_tokens={min_tokens} tokens"
             )
         num_tokens = int(np.sum(lengths, dtype=np.int64))
-        _write_npz(
-            tmp / METRICS_FILENAME,
-            {
-                "num_tokens": np.asarray(lengths, dtype=np.int64),
-                "token_entropy": np.asarray(entropies, dtype=np.float64),
-                "compression_ratio": np.asarray(ratios, dtype=np.float64),
-            },
-        )
+        columns = {
+            "num_tokens": np.asarray(lengths, dtype=np.int64),
+            "token_entropy": np.asarray(entropies, dtype=np.float64),
+            "compression_ratio": np.asarray(ratios, dtype=np.float64),
+        }
+        if qa:
+            columns[PROMPT_LEN_COLUMN] = np.asarray(prompt_lens, dtype=np.int64)
+        _write_npz(tmp / METRICS_FILENAME, columns)
         meta = {
             "format": DATASET_FORMAT,
             "vocab_size": tok.vocab_size,
@@ -376,7 +417,7 @@ def prepare(
             "num_samples": len(lengths),
             "num_tokens": num_tokens,
             "max_token_id": max_token_id,
-            "metric_columns": list(METRIC_COLUMNS),
+            "metric_columns": list(columns),
         }
         (tmp / META_FILENAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         for name, text in tok.hf_files().items():  # for AutoTokenizer (and `export`)

@@ -208,8 +208,9 @@ class CurriculumTrainer(Trainer):
 
         Returns:
             ``{PREFIX_loss: loss over every eval token, PREFIX_<stream>_loss: ...}`` (nats, a
-            stream without eval tokens left out; collective), also logged; the row is not
-            added to ``eval.jsonl`` (only the scheduled evaluations are).
+            stream without eval tokens left out; collective), and ``PREFIX_<stream>_exact_match``
+            of each QA stream (the share of its records answered exactly), also logged; the row
+            is not added to ``eval.jsonl`` (only the scheduled evaluations are).
 
         Raises:
             StepError: before ``train()`` built the curriculum, or no ``curriculum.eval``.
@@ -222,6 +223,9 @@ class CurriculumTrainer(Trainer):
         row = curriculum.evaluate()
         losses = {"": row["loss"]} | {f"_{n}": s["loss"] for n, s in row["streams"].items()}
         metrics = {f"{metric_key_prefix}{k}_loss": v for k, v in losses.items() if v is not None}
+        for name, stream in row["streams"].items():
+            if (exact := stream.get("exact_match")) is not None:
+                metrics[f"{metric_key_prefix}_{name}_exact_match"] = exact
         self.log(metrics | curriculum_logs(eval_row=row))
         return metrics
 

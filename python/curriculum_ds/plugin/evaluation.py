@@ -15,6 +15,11 @@
   loss-bearing token of the stream's eval samples on every rank, divided by the number of those
   tokens: one all-reduce of float64 ``[loss sums, token counts]``, never a mean of rank means.
   ``loss`` (all streams) is the same over all eval tokens.
+* **Question-answer streams** (``prepare --format qa``): a sample's prompt bears no loss (its
+  ``prompt_len`` labels are ignored), and the stream also reports ``exact_match``: the share of
+  its records whose every answer token is the model's argmax under teacher forcing
+  (:mod:`curriculum_ds.core.exact_match`), from the same forwards; hits and records are summed
+  over ranks in the same all-reduce, so the share is exact too.
 * **No side effects on training.** The forwards run under ``torch.no_grad()`` with the model in
   eval mode, which is restored afterwards; the global RNGs (Python ``random``, numpy, torch CPU and
   CUDA) are saved and restored around them, the training sample order is not touched, and nothing
@@ -36,9 +41,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from curriculum_ds.core.exact_match import answer_hits
 from curriculum_ds.core.loader import MicroBatch, collate
 from curriculum_ds.core.loss import IGNORE_INDEX, per_sample_token_losses
 from curriculum_ds.data import close_stream, open_stream
+from curriculum_ds.data.qa import PROMPT_LEN_COLUMN
 from curriculum_ds.data.streams import streaming_registration as _streaming_registration
 from curriculum_ds.data.streams import sync_remote_stream as _sync_remote
 from curriculum_ds.errors import DownloadError
@@ -51,7 +58,7 @@ if TYPE_CHECKING:
     from curriculum_ds.config import CurriculumConfig, EvalConfig
     from curriculum_ds.core.schedule import PhaseSchedule, Progress
     from curriculum_ds.plugin.engine_like import EngineLike
-    from curriculum_ds.records.schema import EvalRow
+    from curriculum_ds.records.schema import EvalRow, EvalStreamRow
 
 __all__ = ["EvalBatch", "Evaluator", "preserved_rng", "probe_eval_config", "stream_losses"]
 
@@ -97,6 +104,7 @@ class Evaluator:
         self.dp_rank = dp_rank
         self.dp_world_size = dp_world_size
         self.stream_names = [s.name or s.local for s in config.streams]
+        self.qa_streams: list[bool] = []  # per stream: QA records (known once read)
         self._batches: list[EvalBatch] | None = None  # read at the first evaluation
 
     # ------------------------------------------------------------------------------ due
@@ -144,24 +152,30 @@ class Evaluator:
                 name = self.stream_names[stream_idx]
                 samples = [self._sample(ds, name, i) for i in range(start, stop)]
                 placeholder = self._sample(ds, name, 0)
+                self.qa_streams.append(placeholder[1] is not None)
                 num_forwards = math.ceil(per_rank / self.micro_batch_size)
                 for k in range(num_forwards):
                     chunk = samples[k * self.micro_batch_size : (k + 1) * self.micro_batch_size]
-                    batches.append(EvalBatch(stream_idx, _collate(chunk, placeholder)))
+                    batches.append(EvalBatch(stream_idx, _collate(chunk, placeholder[0])))
         finally:
             for ds in datasets:
                 close_stream(ds)
         return batches
 
-    def _sample(self, ds: Any, name: str, index: int) -> npt.NDArray[Any]:
-        """Sample ``index`` of an open stream, truncated to ``max_seq_len`` tokens.
+    def _sample(self, ds: Any, name: str, index: int) -> tuple[npt.NDArray[Any], int | None]:
+        """Sample ``index`` of an open stream, cut to ``max_seq_len`` tokens, and its prompt_len.
+
+        The ``prompt_len`` is None for a sample that is not a QA record.
 
         Raises:
             DownloadError: it cannot be read (a shard failed to download or verify, or went
                 missing), naming the eval stream.
         """
         try:
-            return np.asarray(ds[index]["input_ids"])[: self.max_seq_len]
+            sample = ds[index]
+            prompt_len = sample.get(PROMPT_LEN_COLUMN)
+            ids = np.asarray(sample["input_ids"])[: self.max_seq_len]
+            return ids, None if prompt_len is None else int(prompt_len)
         except Exception as err:  # streaming wraps storage errors in RuntimeError/ValueError
             detail = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise DownloadError(
@@ -197,8 +211,9 @@ class Evaluator:
             (token-weighted mean over every eval token of every stream and rank, nats),
             ``eval_tokens`` (those loss-bearing tokens), ``streams: {name: {"loss",
             "tokens"}}`` (the same per stream; loss None for a stream without loss-bearing
-            tokens) and ``eval_time_s`` (wall seconds). The same on every rank. Deterministic
-            for deterministic kernels.
+            tokens; a QA stream adds ``exact_match``, the share of its records answered
+            exactly, None without records) and ``eval_time_s`` (wall seconds). The same on
+            every rank. Deterministic for deterministic kernels.
 
         Raises:
             ValueError: ``forward`` returned something that is not ``(batch, seq_len, vocab)``.
@@ -206,8 +221,9 @@ class Evaluator:
         started = time.perf_counter()
         device = getattr(engine, "device", torch.device("cpu"))
         num_streams = len(self.stream_names)
-        # [loss sum per stream (nats) ..., loss-bearing tokens per stream ...], this rank
-        stats = torch.zeros(2 * num_streams, dtype=torch.float64, device=device)
+        # [loss sum per stream (nats) ..., loss-bearing tokens per stream ..., exact answers
+        # per stream ..., QA records per stream ...], this rank
+        stats = torch.zeros(4 * num_streams, dtype=torch.float64, device=device)
         # DeepSpeed's engine.train/eval set the wrapped module's mode, not the engine's own flag
         module: Any = getattr(engine, "module", engine)
         was_training = bool(module.training)
@@ -230,13 +246,26 @@ class Evaluator:
                     loss_sums, num_valid = per_sample_token_losses(logits, mb.labels)
                     stats[batch.stream_idx] += loss_sums.double().sum()
                     stats[num_streams + batch.stream_idx] += num_valid.sum().double()
+                    if self.qa_streams[batch.stream_idx]:
+                        hit, record = answer_hits(logits, mb.labels)
+                        stats[2 * num_streams + batch.stream_idx] += hit.sum().double()
+                        stats[3 * num_streams + batch.stream_idx] += record.sum().double()
             finally:
                 engine.train(was_training)
         if dist.is_available() and dist.is_initialized() and self.dp_world_size > 1:
             dist.all_reduce(stats)
         values = stats.cpu().tolist()
-        sums, counts = values[:num_streams], [int(c) for c in values[num_streams:]]
+        sums, counts = values[:num_streams], [int(c) for c in values[num_streams : 2 * num_streams]]
+        hits, records = values[2 * num_streams : 3 * num_streams], values[3 * num_streams :]
         total_tokens = sum(counts)
+        streams: dict[str, EvalStreamRow] = {}
+        for k, name in enumerate(self.stream_names):
+            streams[name] = {
+                "loss": sums[k] / counts[k] if counts[k] else None,
+                "tokens": counts[k],
+            }
+            if self.qa_streams[k]:
+                streams[name]["exact_match"] = hits[k] / records[k] if records[k] else None
         return {
             "step": step,
             "tokens": tokens,
@@ -244,10 +273,7 @@ class Evaluator:
             "phase_name": phase_name,
             "loss": sum(sums) / total_tokens if total_tokens else None,
             "eval_tokens": total_tokens,
-            "streams": {
-                name: {"loss": s / c if c else None, "tokens": c}
-                for name, s, c in zip(self.stream_names, sums, counts, strict=True)
-            },
+            "streams": streams,
             "eval_time_s": round(time.perf_counter() - started, 4),
         }
 
@@ -280,10 +306,18 @@ def probe_eval_config(cfg: CurriculumConfig) -> EvalConfig | None:
     return EvalConfig(streams=streams, max_samples=max_samples, max_seq_len=held_out.max_seq_len)
 
 
-def _collate(samples: list[npt.NDArray[Any]], placeholder: npt.NDArray[Any]) -> MicroBatch:
-    """A micro-batch of ``samples``; one loss-free placeholder row when there are none."""
+def _collate(
+    samples: list[tuple[npt.NDArray[Any], int | None]], placeholder: npt.NDArray[Any]
+) -> MicroBatch:
+    """A micro-batch of ``(tokens, prompt_len)`` samples, a QA record's prompt bearing no loss.
+
+    One loss-free placeholder row when there are none.
+    """
     if samples:
-        return collate(samples, np.arange(len(samples), dtype=np.int64))
+        mb = collate([ids for ids, _ in samples], np.arange(len(samples), dtype=np.int64))
+        if any(p is not None for _, p in samples):
+            mb = mb.with_prompts(np.array([p or 0 for _, p in samples], dtype=np.int64))
+        return mb
     mb = collate([placeholder], np.zeros(1, dtype=np.int64))
     return MicroBatch(
         mb.input_ids, mb.attention_mask, torch.full_like(mb.labels, IGNORE_INDEX), mb.positions

@@ -33,6 +33,7 @@ tag                                 value
 ``curriculum/skillit_scores/<name>`` ``method: "skillit"``: ``A · Σ L_eval`` of the stream
 ``curriculum/eval/loss``            an evaluation's loss over all eval tokens (nats)
 ``curriculum/eval/<name>/loss``     an evaluation's loss on eval stream ``name`` (nats)
+``curriculum/eval/<name>/exact_match`` a QA eval stream's share of records answered exactly
 =================================== ==========================================================
 
 The values are those of the ``metrics.jsonl`` row, the ``curriculum_history.jsonl`` row and the
@@ -216,11 +217,12 @@ def eval_events(row: EvalRow) -> list[Event]:
 
     Args:
         row: ``step`` (the optimizer step evaluated after), ``loss`` (all eval tokens, nats)
-            and ``streams`` (``{name: {"loss", "tokens"}}``); a None loss is left out.
+            and ``streams`` (``{name: {"loss", "tokens"}}``, a QA stream's with
+            ``exact_match``); a None value is left out.
 
     Returns:
-        ``curriculum/eval/loss`` and ``curriculum/eval/<name>/loss`` per stream, x =
-        ``row["step"]``.
+        ``curriculum/eval/loss`` and ``curriculum/eval/<name>/loss`` per stream, and
+        ``curriculum/eval/<name>/exact_match`` per QA stream, x = ``row["step"]``.
     """
     step = int(row["step"])
     events: list[Event] = []
@@ -229,6 +231,8 @@ def eval_events(row: EvalRow) -> list[Event]:
     for name, stream in row.get("streams", {}).items():
         if (stream_loss := stream.get("loss")) is not None:
             events.append((f"{PREFIX}/eval/{name}/loss", float(stream_loss), step))
+        if (exact := stream.get("exact_match")) is not None:
+            events.append((f"{PREFIX}/eval/{name}/exact_match", float(exact), step))
     return events
 
 

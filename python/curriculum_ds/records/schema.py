@@ -158,7 +158,11 @@ class EvalStreamRow(TypedDict):
     loss: float | None
     """Token-mean loss (nats) over the stream's eval tokens on all ranks; None without any."""
     tokens: int
-    """The stream's loss-bearing eval tokens, all ranks."""
+    """The stream's loss-bearing eval tokens, all ranks (a QA stream's: its answers')."""
+    exact_match: NotRequired[float | None]
+    """A question-answer stream only (``prepare --format qa``): the share of its eval records
+    whose every answer token is the model's argmax under teacher forcing, all ranks (in [0, 1];
+    higher is better); None without records."""
 
 
 class EvalRow(TypedDict):

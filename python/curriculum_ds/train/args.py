@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="local HF model folder; default: a small GPT-2 built from a config",
     )
     p.add_argument(
+        "--model-preset",
+        default="proxy",
+        choices=["proxy", "proxy_10x"],
+        help="the size of the default GPT-2 (docs/ablate.md): proxy (2 layers, width 128) or "
+        "proxy_10x (6 layers, width 256, ~10x the parameters)",
+    )
+    p.add_argument(
         "--model-factory",
         default=None,
         metavar="MODULE:FUNCTION",
@@ -126,5 +133,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error(f"--keep-last: must be >= 1, got {args.keep_last}")
     if args.model is not None and args.model_factory is not None:
         parser.error("--model and --model-factory: give one of them")
+    if args.model_preset != "proxy" and (args.model or args.model_factory):
+        parser.error("--model-preset sizes the default model: not with --model or --model-factory")
     args.local_rank = resolve_local_rank(args.local_rank)
     return args

@@ -94,7 +94,9 @@ def _model(args: argparse.Namespace, run: RunConfig) -> tuple[Any, Any]:
         from curriculum_ds.model_factory import build_from_factory
 
         return build_from_factory(args.model_factory, run.curriculum, max_seq_len)
-    return build_model(args.model, run.curriculum, max_seq_len), None
+    # a Namespace built by hand (tests, callers of train()) may predate --model-preset
+    preset = getattr(args, "model_preset", "proxy")
+    return build_model(args.model, run.curriculum, max_seq_len, preset), None
 
 
 def _export_final(args: argparse.Namespace, run: RunConfig, ckpt_dir: Path) -> None:

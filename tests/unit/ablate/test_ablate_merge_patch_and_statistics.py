@@ -101,3 +101,29 @@ def test_the_table_marks_deltas_whose_interval_excludes_zero(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     curve = mean_curve(curves["b"], None)
     assert curve.tolist() == [[10.0, 3.9], [50.0, 3.5], [100.0, 3.0]]
+
+
+def test_exact_match_gets_means_intervals_paired_deltas_and_a_column(tmp_path):
+    """A QA eval stream's exact_match (higher is better): statistics, table, picture, verdict."""
+    from curriculum_ds.ablate.plot import _verdict
+
+    rows = _rows()
+    for row in rows:  # arm b recalls more facts
+        row["exact_match"] = {"qa": (0.6 if row["arm"] == "b" else 0.2) + row["seed"] / 100}
+    summary = summarize(rows, reference="ref", arms=["ref", "b"])
+    got = summary["arms"]["b"]
+    assert got["exact_match"]["qa"]["mean"] == pytest.approx(0.62, abs=1e-12)
+    assert got["delta"]["exact_match"]["qa"]["mean"] == pytest.approx(0.4, abs=1e-12)
+    assert got["delta"]["exact_match"]["qa"]["ci95"] == pytest.approx(0.0, abs=1e-12)
+    assert "exact_match" not in summarize(_rows(), reference="ref", arms=["ref", "b"])["arms"]["b"]
+    assert _verdict({"mean": 0.4, "ci95": 0.1}, higher_is_better=True) == "better"
+    assert _verdict({"mean": 0.4, "ci95": 0.1}) == "worse"
+    lines = render_markdown(summary).splitlines()
+    assert lines[0].endswith("| qa exact_match ↑ | Δ qa exact_match |")
+    assert lines[3].endswith("| 0.6200 ± 0.0248 | +0.4000 ± 0.0000 * |")
+    assert "higher is better" in lines[-1]
+    streams = {"a": {"loss": 4.0}, "c": {"loss": 3.0}, "qa": {"loss": 2.0, "exact_match": 0.5}}
+    run = [{"tokens": t, "loss": 4 - t / 100, "streams": streams} for t in (10, 50, 100)]
+    png = render_png(summary, {arm: [run] * 3 for arm in ("ref", "b")}, tmp_path / "a.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert mean_curve([run], "qa", "exact_match")[:, 1].tolist() == [0.5, 0.5, 0.5]

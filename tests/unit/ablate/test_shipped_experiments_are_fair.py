@@ -18,10 +18,21 @@ from curriculum_ds.core.lr_schedule import LRSchedule
 EXPERIMENTS = Path(__file__).resolve().parents[3] / "configs" / "experiments"
 
 
-@pytest.mark.parametrize("name", ["anneal", "phases", "noisy_domain", "noisy_domain_methods"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "anneal",
+        "phases",
+        "noisy_domain",
+        "noisy_domain_methods",
+        "facts/facts_ratio",
+        "facts/facts_curriculum",
+    ],
+)
 def test_shipped_experiment_arms_are_comparable(name):
-    spec = json.loads((EXPERIMENTS / f"{name}.json").read_text())
-    base = json.loads((EXPERIMENTS / spec["base"]).read_text())
+    path = EXPERIMENTS / f"{name}.json"
+    spec = json.loads(path.read_text())
+    base = json.loads((path.parent / spec["base"]).read_text())
     assert spec["reference"] in spec["arms"]
     assert len(spec["seeds"]) >= 3
     assert len(set(spec["seeds"])) == len(spec["seeds"])
@@ -39,8 +50,9 @@ def test_shipped_experiment_arms_are_comparable(name):
 
 
 def _arm(name: str, arm: str):
-    spec = json.loads((EXPERIMENTS / f"{name}.json").read_text())
-    base = json.loads((EXPERIMENTS / spec["base"]).read_text())
+    path = EXPERIMENTS / f"{name}.json"
+    spec = json.loads(path.read_text())
+    base = json.loads((path.parent / spec["base"]).read_text())
     return parse_curriculum(merge_patch(base, spec["arms"][arm])["curriculum"])
 
 
@@ -52,7 +64,7 @@ def _target_tokens(curriculum, stream: str, start: float, end: float) -> float:
         length = float(phase.duration.value)
         names = [s.local.rsplit("/", 1)[-1] for s in phase.train_loader.streams]
         lo, hi = max(start, offset), min(end, offset + length)
-        if hi > lo:
+        if hi > lo and stream in names:  # a phase without the stream places none of it
             grid = [lo + (hi - lo) * k / 1000 for k in range(1001)]
             ys = [
                 phase.train_loader.proportions_at((x - offset) / length)[names.index(stream)]
@@ -208,3 +220,29 @@ def test_the_noisy_domain_recipe_runs_every_step():
         'ablate "$EXP_DIR/noisy_domain.json" --out "$OUT"',
     ):
         assert step in text, step
+
+
+def test_the_facts_ratio_sweep_spans_five_ratios_at_equal_tokens():
+    spec = json.loads((EXPERIMENTS / "facts" / "facts_ratio.json").read_text())
+    ratios = []
+    for arm in spec["arms"]:
+        curriculum = _arm("facts/facts_ratio", arm)
+        share = _target_tokens(curriculum, "facts", 0, 240_000) / 240_000
+        ratios.append(share)
+        assert sum(curriculum.schedule[0].train_loader.proportions_at(0.5)) == pytest.approx(1.0)
+    assert ratios == pytest.approx([0.025, 0.05, 0.1, 0.2, 0.4])
+    assert len(spec["seeds"]) == 3
+
+
+def test_the_facts_curriculum_arms_move_equal_fact_tokens_to_the_end_or_the_start():
+    """constant 10% facts vs the same 24,000 fact tokens in the last or first 20% (48,000)."""
+    arms = {
+        a: _arm("facts/facts_curriculum", a) for a in ("constant", "facts_at_end", "facts_at_start")
+    }
+    for curriculum in arms.values():
+        assert _target_tokens(curriculum, "facts", 0, 240_000) == pytest.approx(24_000)
+    assert _target_tokens(arms["facts_at_end"], "facts", 192_000, 240_000) == pytest.approx(24_000)
+    assert _target_tokens(arms["facts_at_start"], "facts", 0, 48_000) == pytest.approx(24_000)
+    # the same WSD lr in every arm, its decay over the last 20%: the anneal phase of facts_at_end
+    assert arms["facts_at_end"].lr_schedule == arms["constant"].lr_schedule
+    assert str(arms["constant"].lr_schedule.decay) == "48000tok"

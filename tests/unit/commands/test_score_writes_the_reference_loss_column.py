@@ -161,3 +161,26 @@ def test_validate_accepts_the_column_score_wrote(tmp_path: Path, model_dir: Path
     cfg = write_ds_config(tmp_path / "ds.json", curriculum)
     checked = CliRunner().invoke(main, ["validate", str(cfg), "--model", str(model_dir)])
     assert checked.exit_code == 0, checked.output
+
+
+def test_a_qa_record_is_scored_on_its_answer_only(tmp_path: Path, model_dir: Path) -> None:
+    """A QA folder (``prepare --format qa``): the column is the answer's (and EOS's) mean loss,
+    as the training step's labels bear only those."""
+    import torch
+    import torch.nn.functional as F
+    from helpers import make_qa_dataset, qa_records
+    from transformers import AutoModelForCausalLM
+
+    folder = make_qa_dataset(tmp_path, "qa", qa_records(7, seed=2))
+    result = invoke(folder, "--model", model_dir, "--column", "ref_loss", "--batch-size", 3,
+                    "--device", "cpu")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    info = read_stream_info(folder)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True).eval()
+    want = []
+    with torch.no_grad():
+        for ids, prompt_len in zip(samples(folder), info.metrics["prompt_len"], strict=True):
+            x = torch.from_numpy(ids)[None]
+            logits = model(x).logits[0, prompt_len - 1 : -1]
+            want.append(float(F.cross_entropy(logits, x[0, prompt_len:])))
+    np.testing.assert_allclose(info.metrics["ref_loss"], want, rtol=0, atol=1e-5)
