@@ -65,6 +65,22 @@ from curriculum_ds.cli.group import main
     show_default=True,
     help="draws which documents --val-fraction holds out",
 )
+@click.option(
+    "--shard",
+    default=None,
+    metavar="I/N",
+    help="prepare only part I (0-based) of N: a contiguous range of the documents, written as a "
+    "part folder for `curriculum-ds merge OUT PART...` (one part per job of a Slurm array, host, "
+    "...)",
+)
+@click.option(
+    "--num-workers",
+    default=1,
+    show_default=True,
+    type=int,
+    help="processes on this machine, each preparing a contiguous range of the documents; the "
+    "parts are merged into --out (the same samples and columns as one process)",
+)
 def prepare(
     inputs: tuple[Path, ...],
     out: str,
@@ -75,6 +91,8 @@ def prepare(
     text_field: str,
     val_fraction: float | None,
     seed: int,
+    shard: str | None,
+    num_workers: int,
 ) -> None:
     """Tokenize text, JSONL, JSON or Parquet files, saved datasets, or folders, into MDS shards.
 
@@ -102,16 +120,33 @@ def prepare(
 
     --val-fraction F holds out round(F x documents) whole documents, drawn by --seed, in the MDS
     folder OUT_val beside --out (the same tokenizer and options); the rest go to --out.
+
+    --shard I/N prepares part I (0-based) of N: the documents [I*n/N, (I+1)*n/N) of the n
+    non-empty documents in reading order (every part reads the inputs once to count them), into
+    a part folder; `curriculum-ds merge OUT PART...` joins the N parts into the stream one
+    process would have written (with --pack: the same documents and tokens, in at most N-1 more
+    rows). --num-workers M spreads a prepare (or a part) over M processes of this machine.
     """
     import tempfile
 
     from curriculum_ds.data import prepare as prepare_fn
+    from curriculum_ds.data.parts import parse_shard
     from curriculum_ds.data.remote import check_upload_target, upload_dataset
+    from curriculum_ds.data.sharded import check_num_workers, prepare_parts
     from curriculum_ds.data.split import check_val_fraction, prepare_split, val_folder
 
     if val_fraction is not None:
         check_val_fraction(val_fraction)  # before anything is read or written
+    part = None if shard is None else parse_shard(shard)
+    check_num_workers(num_workers)
     remote = out if "://" in out else None
+    if part is not None and remote is not None:
+        from curriculum_ds.errors import DataError
+
+        raise DataError(
+            f"--shard with --out {out}: a part is a local folder that `curriculum-ds merge` "
+            "joins; write the parts to local folders, merge them, then upload the stream"
+        )
     targets = [out] if val_fraction is None else [out, val_folder(out)]
     with tempfile.TemporaryDirectory(prefix="curriculum_ds_prepare_") as tmp:
         if remote is not None:
@@ -126,7 +161,18 @@ def prepare(
             "pack": pack,
             "progress": sys.stderr.isatty(),  # a bar only on a terminal, else one long line
         }
-        if val_fraction is None:
+        if part is not None or num_workers > 1:
+            summaries = prepare_parts(
+                list(inputs),
+                local[0] if local else Path(out),
+                shard=part,
+                num_workers=num_workers,
+                val_fraction=val_fraction,
+                val_out=(local[1] if local else Path(targets[1])) if val_fraction else None,
+                seed=seed,
+                **kwargs,
+            )
+        elif val_fraction is None:
             summaries = [prepare_fn(list(inputs), local[0] if local else Path(out), **kwargs)]
         else:
             summaries = list(
@@ -153,6 +199,29 @@ def prepare(
     skipped = summary.describe_skipped()
     if skipped:
         click.echo(f"skipped in folders: {skipped}")
+    if part is not None:
+        click.echo(
+            f"part {part} written; join the {part.count} parts with `curriculum-ds merge OUT "
+            "PART...`"
+        )
+
+
+@main.command()
+@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path))
+def merge(out: Path, parts: tuple[Path, ...]) -> None:
+    """Join the part folders of `prepare --shard I/N` into one MDS stream OUT.
+
+    OUT holds the samples, in order, with the metric columns, token counts and max_token_id of
+    a one-process prepare of the same inputs (with --pack: the same documents and tokens, in at
+    most N-1 more rows). The parts' shard files are hard-linked into OUT where the file system
+    allows, else copied; the parts are left as they are. Refused in one line, before anything
+    is written: a folder that is not a part, a part missing or given twice, parts whose
+    document ranges overlap, parts prepared with different tokenizers or options.
+    """
+    from curriculum_ds.data.merge import merge_parts
+
+    click.echo(merge_parts(out, list(parts)).describe())
 
 
 @main.command()
