@@ -251,6 +251,19 @@ def merge(out: Path, parts: tuple[Path, ...]) -> None:
     help="a torch device, e.g. cpu or cuda:1 (default: cuda if available, else cpu)",
 )
 @click.option("--overwrite", is_flag=True, help="replace the column where it exists already")
+@click.option(
+    "--num-gpus",
+    type=int,
+    default=None,
+    help="score over N ranks per node started by the DeepSpeed launcher (CUDA devices, or CPU "
+    "ranks without CUDA); rank 0 writes the column (default: this process alone)",
+)
+@click.option(
+    "--hostfile",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="a DeepSpeed hostfile: score on every node it lists, as training does (with --num-gpus)",
+)
 def score(
     data: tuple[Path, ...],
     model: Path,
@@ -258,6 +271,8 @@ def score(
     batch_size: int,
     device: str | None,
     overwrite: bool,
+    num_gpus: int | None,
+    hostfile: Path | None,
 ) -> None:
     """Write each sample's mean token loss under a reference model as a metric column.
 
@@ -272,8 +287,36 @@ def score(
     remote stream's cache folder, or cannot be written), a model vocabulary or
     context too small for the data, a --column that is empty, not a plain identifier or one of
     prepare's own, or that a folder has already (without --overwrite).
+
+    With --num-gpus N (and --hostfile H for several nodes) the DeepSpeed launcher starts the
+    ranks (`deepspeed --num_gpus N --module curriculum_ds.commands.score ...`, printed first):
+    every rank checks everything, the ranks agree on the data (ranks reading different data are
+    refused in one line), each scores its slice of the samples, and rank 0 writes the column
+    once, atomically; a rank that dies leaves the old column as it was.
     """
+    from curriculum_ds.commands.score import check_column_name
     from curriculum_ds.commands.score import score as score_fn
+
+    if num_gpus is not None or hostfile is not None:
+        from curriculum_ds.commands.launch import has_cuda, run_command
+        from curriculum_ds.commands.score_ranks import score_command
+
+        check_column_name(column)  # the user's quick mistakes before any rank starts
+        for folder in data:
+            if not folder.is_dir():
+                raise click.ClickException(f"score: {folder} is not a folder")
+        cmd = score_command(
+            data,
+            model,
+            column,
+            num_gpus=num_gpus if num_gpus is not None else 1,
+            hostfile=hostfile,
+            batch_size=batch_size,
+            device=device,
+            overwrite=overwrite,
+        )
+        click.echo(" ".join(cmd), err=True)
+        sys.exit(run_command(cmd, cuda=has_cuda()))
 
     score_fn(
         list(data),
