@@ -66,6 +66,22 @@ from curriculum_ds.cli.group import main
     show_default=True,
     help="draws which documents --val-fraction holds out",
 )
+@click.option(
+    "--shard",
+    default=None,
+    metavar="I/N",
+    help="prepare only part I (0-based) of N: a contiguous range of the documents, written as a "
+    "part folder for `curriculum-ds merge OUT PART...` (one part per job of a Slurm array, host, "
+    "...)",
+)
+@click.option(
+    "--num-workers",
+    default=1,
+    show_default=True,
+    type=int,
+    help="processes on this machine, each preparing a contiguous range of the documents; the "
+    "parts are merged into --out (the same samples and columns as one process)",
+)
 def prepare(
     inputs: tuple[Path, ...],
     out: str,
@@ -76,6 +92,8 @@ def prepare(
     text_field: str,
     val_fraction: float | None,
     seed: int,
+    shard: str | None,
+    num_workers: int,
 ) -> None:
     """Tokenize text, JSONL, JSON or Parquet files, saved datasets, or folders, into MDS shards.
 
@@ -109,11 +127,19 @@ def prepare(
     bear no loss in training and evaluation; an eval stream of QA records also reports
     exact_match. A record without a prompt or answer, with an empty one, or whose answer does
     not fit in --max-seq-len after its prompt is refused in one line naming file:line.
+
+    --shard I/N prepares part I (0-based) of N: the documents [I*n/N, (I+1)*n/N) of the n
+    non-empty documents in reading order (every part reads the inputs once to count them), into
+    a part folder; `curriculum-ds merge OUT PART...` joins the N parts into the stream one
+    process would have written (with --pack: the same documents and tokens, in at most N-1 more
+    rows). --num-workers M spreads a prepare (or a part) over M processes of this machine.
     """
     import tempfile
 
     from curriculum_ds.data import prepare as prepare_fn
+    from curriculum_ds.data.parts import parse_shard
     from curriculum_ds.data.remote import check_upload_target, upload_dataset
+    from curriculum_ds.data.sharded import check_num_workers, prepare_parts
     from curriculum_ds.data.split import check_val_fraction, prepare_split, val_folder
     from curriculum_ds.errors import DataError
 
@@ -124,7 +150,19 @@ def prepare(
                 "--val-fraction and --format qa: split the QA records into two files and "
                 "prepare each"
             )
+    part = None if shard is None else parse_shard(shard)
+    check_num_workers(num_workers)
+    if format_ == "qa" and (part is not None or num_workers > 1):
+        raise DataError(
+            "--shard/--num-workers and --format qa: QA records are prepared by one process; "
+            "split the records into files and prepare each"
+        )
     remote = out if "://" in out else None
+    if part is not None and remote is not None:
+        raise DataError(
+            f"--shard with --out {out}: a part is a local folder that `curriculum-ds merge` "
+            "joins; write the parts to local folders, merge them, then upload the stream"
+        )
     targets = [out] if val_fraction is None else [out, val_folder(out)]
     with tempfile.TemporaryDirectory(prefix="curriculum_ds_prepare_") as tmp:
         if remote is not None:
@@ -139,7 +177,18 @@ def prepare(
             "pack": pack,
             "progress": sys.stderr.isatty(),  # a bar only on a terminal, else one long line
         }
-        if val_fraction is None:
+        if part is not None or num_workers > 1:
+            summaries = prepare_parts(
+                list(inputs),
+                local[0] if local else Path(out),
+                shard=part,
+                num_workers=num_workers,
+                val_fraction=val_fraction,
+                val_out=(local[1] if local else Path(targets[1])) if val_fraction else None,
+                seed=seed,
+                **kwargs,
+            )
+        elif val_fraction is None:
             summaries = [prepare_fn(list(inputs), local[0] if local else Path(out), **kwargs)]
         else:
             summaries = list(
@@ -167,6 +216,29 @@ def prepare(
     skipped = summary.describe_skipped()
     if skipped:
         click.echo(f"skipped in folders: {skipped}")
+    if part is not None:
+        click.echo(
+            f"part {part} written; join the {part.count} parts with `curriculum-ds merge OUT "
+            "PART...`"
+        )
+
+
+@main.command()
+@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path))
+def merge(out: Path, parts: tuple[Path, ...]) -> None:
+    """Join the part folders of `prepare --shard I/N` into one MDS stream OUT.
+
+    OUT holds the samples, in order, with the metric columns, token counts and max_token_id of
+    a one-process prepare of the same inputs (with --pack: the same documents and tokens, in at
+    most N-1 more rows). The parts' shard files are hard-linked into OUT where the file system
+    allows, else copied; the parts are left as they are. Refused in one line, before anything
+    is written: a folder that is not a part, a part missing or given twice, parts whose
+    document ranges overlap, parts prepared with different tokenizers or options.
+    """
+    from curriculum_ds.data.merge import merge_parts
+
+    click.echo(merge_parts(out, list(parts)).describe())
 
 
 @main.command()
@@ -196,6 +268,19 @@ def prepare(
     help="a torch device, e.g. cpu or cuda:1 (default: cuda if available, else cpu)",
 )
 @click.option("--overwrite", is_flag=True, help="replace the column where it exists already")
+@click.option(
+    "--num-gpus",
+    type=int,
+    default=None,
+    help="score over N ranks per node started by the DeepSpeed launcher (CUDA devices, or CPU "
+    "ranks without CUDA); rank 0 writes the column (default: this process alone)",
+)
+@click.option(
+    "--hostfile",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="a DeepSpeed hostfile: score on every node it lists, as training does (with --num-gpus)",
+)
 def score(
     data: tuple[Path, ...],
     model: Path,
@@ -203,6 +288,8 @@ def score(
     batch_size: int,
     device: str | None,
     overwrite: bool,
+    num_gpus: int | None,
+    hostfile: Path | None,
 ) -> None:
     """Write each sample's mean token loss under a reference model as a metric column.
 
@@ -217,8 +304,36 @@ def score(
     remote stream's cache folder, or cannot be written), a model vocabulary or
     context too small for the data, a --column that is empty, not a plain identifier or one of
     prepare's own, or that a folder has already (without --overwrite).
+
+    With --num-gpus N (and --hostfile H for several nodes) the DeepSpeed launcher starts the
+    ranks (`deepspeed --num_gpus N --module curriculum_ds.commands.score ...`, printed first):
+    every rank checks everything, the ranks agree on the data (ranks reading different data are
+    refused in one line), each scores its slice of the samples, and rank 0 writes the column
+    once, atomically; a rank that dies leaves the old column as it was.
     """
+    from curriculum_ds.commands.score import check_column_name
     from curriculum_ds.commands.score import score as score_fn
+
+    if num_gpus is not None or hostfile is not None:
+        from curriculum_ds.commands.launch import has_cuda, run_command
+        from curriculum_ds.commands.score_ranks import score_command
+
+        check_column_name(column)  # the user's quick mistakes before any rank starts
+        for folder in data:
+            if not folder.is_dir():
+                raise click.ClickException(f"score: {folder} is not a folder")
+        cmd = score_command(
+            data,
+            model,
+            column,
+            num_gpus=num_gpus if num_gpus is not None else 1,
+            hostfile=hostfile,
+            batch_size=batch_size,
+            device=device,
+            overwrite=overwrite,
+        )
+        click.echo(" ".join(cmd), err=True)
+        sys.exit(run_command(cmd, cuda=has_cuda()))
 
     score_fn(
         list(data),

@@ -14,10 +14,19 @@ from typing import IO, Any, cast
 
 from curriculum_ds.distributed import free_port, set_deepspeed_env, venv_bin_dir
 
-__all__ = ["build_command", "default_num_gpus", "launcher_env", "run_command", "signal_ranks"]
+__all__ = [
+    "build_command",
+    "deepspeed_executable",
+    "default_num_gpus",
+    "launcher_env",
+    "launcher_prefix",
+    "run_command",
+    "signal_ranks",
+]
 
 
-def _deepspeed_executable() -> str:
+def deepspeed_executable() -> str:
+    """The `deepspeed` runner: beside this Python, else on PATH."""
     beside_python = venv_bin_dir() / "deepspeed"
     if beside_python.is_file():
         return str(beside_python)
@@ -66,18 +75,31 @@ def build_command(
     """
     if num_gpus < 1:
         raise ValueError(f"--num-gpus must be >= 1, got {num_gpus}")
-    port = master_port if master_port is not None else free_port()
     target = ["--module", "curriculum_ds.train"] if script is None else [str(script)]
     return [
-        _deepspeed_executable(),
-        "--num_gpus",
-        str(num_gpus),
-        "--master_port",
-        str(port),
+        *launcher_prefix(num_gpus, master_port),
         *target,
         "--deepspeed_config",
         str(ds_config),
         *train_args,
+    ]
+
+
+def launcher_prefix(
+    num_gpus: int, master_port: int | None = None, hostfile: Path | None = None
+) -> list[str]:
+    """``deepspeed --num_gpus N [--hostfile H] --master_port P``: the runner's part of a command.
+
+    ``master_port``: a free one is picked when None.
+    """
+    port = master_port if master_port is not None else free_port()
+    return [
+        deepspeed_executable(),
+        "--num_gpus",
+        str(num_gpus),
+        *(["--hostfile", str(hostfile)] if hostfile is not None else []),
+        "--master_port",
+        str(port),
     ]
 
 

@@ -27,15 +27,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from curriculum_ds.commands.score_checks import check_causal, check_writable
+from curriculum_ds.commands.score_checks import (
+    check_causal,
+    check_writable,
+    load_model,
+    torch_device,
+)
 from curriculum_ds.data.index import META_FILENAME
 from curriculum_ds.data.metrics import METRIC_COLUMNS
 from curriculum_ds.data.remote import SYNC_STAMP
-from curriculum_ds.errors import ConfigError, DataError
+from curriculum_ds.errors import ConfigError, CurriculumError, DataError
 
 if TYPE_CHECKING:
     import torch
 
+    from curriculum_ds.commands.score_ranks import Ranks
     from curriculum_ds.core.microbatch import MicroBatch
     from curriculum_ds.data import StreamInfo
 
@@ -140,40 +146,6 @@ def _read_folder(folder: Path, column: str, overwrite: bool) -> StreamInfo:
     return info
 
 
-def _load_model(model_dir: Path) -> Any:
-    """``AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)``, in eval mode.
-
-    Raises:
-        ConfigError: the folder is missing or does not load as a causal LM (one line).
-    """
-    if not model_dir.is_dir():
-        raise ConfigError(f"score: --model {model_dir} is not a folder (no download ever)")
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # its warnings would break the one-line refusal
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            model_dir,
-            local_files_only=True,
-            trust_remote_code=False,  # its own code: refused
-        )
-    except Exception as err:  # HF raises OSError, ValueError, KeyError, ... for a bad folder
-        text = str(err).strip()
-        detail = text.splitlines()[0] if text else type(err).__name__
-        detail = detail.split(". Should have")[0]  # HF then lists every model type it knows
-        hint = ""
-        if (model_dir / "latest").is_file() or any(model_dir.glob("global_step*")):
-            hint = f"; it holds checkpoints: `curriculum-ds export {model_dir} OUT` makes one"
-        raise ConfigError(
-            f"score: --model {model_dir} is not a loadable causal-LM folder: {detail}{hint}"
-        ) from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    return model.eval()
-
-
 def _max_token_id(folder: Path, info: StreamInfo) -> int:
     """The largest token id of the folder: recorded by prepare, else read from every sample."""
     if info.max_token_id is not None:
@@ -210,25 +182,6 @@ def _check_model_fits(
                 f"score: model {model_dir} has {found[0]} positions ({key}), but {folder} holds "
                 f"a sample of {longest} tokens"
             )
-
-
-def _device(device: str | None) -> torch.device:
-    """``device``, or cuda when available else cpu.
-
-    Raises:
-        ConfigError: not a torch device, or CUDA asked for where there is none.
-    """
-    import torch
-
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        chosen = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f'score: --device "{device}" is not a torch device') from None
-    if chosen.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f'score: --device "{device}": CUDA is not available here')
-    return chosen
 
 
 def _micro_batches(
@@ -279,6 +232,7 @@ def score_samples(
     batch_size: int,
     device: torch.device,
     on_batch: Callable[[int], None] | None = None,
+    ranks: Ranks | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """Each sample's mean token loss under ``model`` (and its sum and count), in sample order.
 
@@ -296,6 +250,9 @@ def score_samples(
         batch_size: samples per forward pass, ≥ 1.
         device: where the forward runs.
         on_batch: called with the number of samples of each finished batch (a progress bar).
+        ranks: the ranks scoring together: this rank scores every ``world_size``-th sample of
+            the length order from its rank on, and the ranks' results are summed (each sample
+            is scored by one rank, 0.0 and 0 on the others), so every rank returns the whole.
 
     Returns:
         ``(losses, loss_sums, num_valid)``: float64 ``(num_samples,)`` each sample's mean token
@@ -314,6 +271,8 @@ def score_samples(
     sums = np.zeros(info.num_samples, dtype=np.float64)
     valid = np.zeros(info.num_samples, dtype=np.int64)
     order = np.argsort(np.asarray(info.metrics["num_tokens"]), kind="stable").astype(np.int64)
+    if ranks is not None:  # every world_size-th of the length order: slices of like lengths
+        order = order[ranks.rank :: ranks.world_size]
     with torch.no_grad():
         for idx, mb in _micro_batches(folder, info, order, batch_size):
             mb = mb.to(device)
@@ -324,6 +283,8 @@ def score_samples(
             valid[idx] = num_valid.cpu().numpy()
             if on_batch is not None:
                 on_batch(len(idx))
+    if ranks is not None:  # each sample is scored by one rank, 0 elsewhere: the sum is exact
+        sums, valid = ranks.sum(sums), ranks.sum(valid)
     bad = np.flatnonzero(~np.isfinite(sums))
     if bad.size:
         raise DataError(
@@ -333,6 +294,40 @@ def score_samples(
     # the training step's per-sample value: sum / count (stats.StepStats.sample_losses)
     losses = np.where(valid > 0, sums / np.maximum(valid, 1), 0.0)
     return losses, sums, valid
+
+
+def _checked(
+    data: Sequence[str | Path],
+    model: str | Path,
+    column: str,
+    batch_size: int,
+    device: str | None,
+    overwrite: bool,
+) -> tuple[list[tuple[Path, StreamInfo]], Any, torch.device]:
+    """Every check of :func:`score`; ``(folders with their info, the model on the device, it)``."""
+    check_column_name(column)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"score: --batch-size must be an integer >= 1, got {batch_size!r}")
+    if not data:
+        raise DataError("score: no DATA folder given")
+    folders: list[tuple[Path, StreamInfo]] = []
+    seen: set[Path] = set()
+    for given in data:
+        folder = Path(given)
+        if folder.resolve() in seen:
+            raise DataError(f"score: {folder} is given twice")
+        seen.add(folder.resolve())
+        folders.append((folder, _read_folder(folder, column, overwrite)))
+    chosen = torch_device(device)
+    model_dir = Path(model)
+    lm = load_model(model_dir)
+    _check_model_fits(lm, model_dir, folders)
+    vocab = getattr(lm.config, "vocab_size", None)
+    if not isinstance(vocab, int):  # ids the data holds are ids the model embeds
+        vocab = 1 + max(_max_token_id(folder, info) for folder, info in folders)
+    check_causal(lm, model_dir, vocab)
+    check_writable([folder for folder, _ in folders])
+    return folders, lm.to(chosen), chosen
 
 
 def score(
@@ -345,6 +340,7 @@ def score(
     overwrite: bool = False,
     progress: bool = False,
     on_folder: Callable[[ScoreSummary], None] | None = None,
+    ranks: Ranks | None = None,
 ) -> list[ScoreSummary]:
     """Write each sample's mean token loss under ``model`` as metric column ``column``.
 
@@ -369,9 +365,14 @@ def score(
         overwrite: replace the column where it exists.
         progress: a tqdm bar over samples on stderr.
         on_folder: called with each folder's summary once its column is written.
+        ranks: the ranks scoring together (``deepspeed --module curriculum_ds.commands.score``,
+            :mod:`~curriculum_ds.commands.score_ranks`): every rank checks everything, the
+            ranks agree on the first refusal and on the data (a digest per folder), each scores
+            its slice of every folder (:func:`score_samples`) and rank 0 writes the column,
+            once; the other ranks return no summary. None: this process alone.
 
     Returns:
-        One :class:`ScoreSummary` per folder, in order.
+        One :class:`ScoreSummary` per folder, in order (none on a rank other than 0).
 
     Raises:
         ConfigError: a bad column name, batch size or device; a model folder that does not
@@ -384,29 +385,14 @@ def score(
 
     from curriculum_ds.data.metric_store import write_metric_column
 
-    check_column_name(column)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"score: --batch-size must be an integer >= 1, got {batch_size!r}")
-    if not data:
-        raise DataError("score: no DATA folder given")
-    folders: list[tuple[Path, StreamInfo]] = []
-    seen: set[Path] = set()
-    for given in data:
-        folder = Path(given)
-        if folder.resolve() in seen:
-            raise DataError(f"score: {folder} is given twice")
-        seen.add(folder.resolve())
-        folders.append((folder, _read_folder(folder, column, overwrite)))
-    chosen = _device(device)
-    model_dir = Path(model)
-    lm = _load_model(model_dir)
-    _check_model_fits(lm, model_dir, folders)
-    vocab = getattr(lm.config, "vocab_size", None)
-    if not isinstance(vocab, int):  # ids the data holds are ids the model embeds
-        vocab = 1 + max(_max_token_id(folder, info) for folder, info in folders)
-    check_causal(lm, model_dir, vocab)
-    check_writable([folder for folder, _ in folders])
-    lm.to(chosen)
+    try:
+        folders, lm, chosen = _checked(data, model, column, batch_size, device, overwrite)
+    except CurriculumError as err:
+        if ranks is None:
+            raise
+        ranks.refuse(err)  # every rank raises the first refusal
+    if ranks is not None:  # the first refusal of any rank, or ranks reading other data
+        ranks.agree([folder for folder, _ in folders])
 
     summaries = []
     for folder, info in folders:
@@ -420,9 +406,17 @@ def score(
             file=sys.stderr,
         ) as bar:
             losses, sums, valid = score_samples(
-                lm, folder, info, batch_size=batch_size, device=chosen, on_batch=bar.update
+                lm,
+                folder,
+                info,
+                batch_size=batch_size,
+                device=chosen,
+                on_batch=bar.update,
+                ranks=ranks,
             )
         seconds = time.perf_counter() - started
+        if ranks is not None and ranks.rank != 0:
+            continue  # rank 0 writes the column, once
         write_metric_column(folder, column, losses)
         num_loss_tokens = int(valid.sum())
         summary = ScoreSummary(
@@ -438,3 +432,9 @@ def score(
             on_folder(summary)
         summaries.append(summary)
     return summaries
+
+
+if __name__ == "__main__":  # deepspeed --num_gpus N --module curriculum_ds.commands.score ...
+    from curriculum_ds.commands.score_ranks import main
+
+    sys.exit(main(sys.argv[1:]))

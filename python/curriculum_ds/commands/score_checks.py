@@ -1,8 +1,10 @@
-"""``curriculum-ds score``'s checks of the model and the folders beyond loading them.
+"""``curriculum-ds score``'s model, device and folder checks.
 
-:func:`check_causal`: the model's prediction at a position does not depend on later tokens
-(``AutoModelForCausalLM`` also loads encoders); :func:`check_writable`: a file can be created in
-every DATA folder. Both raise one line before anything is written in any folder.
+:func:`load_model`: the reference model folder, loaded or refused in one line;
+:func:`torch_device`: ``--device`` or the default; :func:`check_causal`: the model's prediction
+at a position does not depend on later tokens (``AutoModelForCausalLM`` also loads encoders);
+:func:`check_writable`: a file can be created in every DATA folder. Each raises one line before
+anything is written in any folder.
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from curriculum_ds.errors import ConfigError, DataError
 
-__all__ = ["check_causal", "check_writable"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["check_causal", "check_writable", "load_model", "torch_device"]
 
 
 def check_causal(model: Any, model_dir: Path, vocab: int) -> None:
@@ -72,3 +77,56 @@ def check_writable(folders: Sequence[Path]) -> None:
                 f"score: cannot write in {folder} ({err.strerror or err}); nothing written in "
                 "any folder"
             ) from None
+
+
+def load_model(model_dir: Path) -> Any:
+    """``AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)``, in eval mode.
+
+    Raises:
+        ConfigError: the folder is missing or does not load as a causal LM (one line).
+    """
+    if not model_dir.is_dir():
+        raise ConfigError(f"score: --model {model_dir} is not a folder (no download ever)")
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its warnings would break the one-line refusal
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir,
+            local_files_only=True,
+            trust_remote_code=False,  # its own code: refused
+        )
+    except Exception as err:  # HF raises OSError, ValueError, KeyError, ... for a bad folder
+        text = str(err).strip()
+        detail = text.splitlines()[0] if text else type(err).__name__
+        detail = detail.split(". Should have")[0]  # HF then lists every model type it knows
+        hint = ""
+        if (model_dir / "latest").is_file() or any(model_dir.glob("global_step*")):
+            hint = f"; it holds checkpoints: `curriculum-ds export {model_dir} OUT` makes one"
+        raise ConfigError(
+            f"score: --model {model_dir} is not a loadable causal-LM folder: {detail}{hint}"
+        ) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return model.eval()
+
+
+def torch_device(device: str | None) -> torch.device:
+    """``device``, or cuda when available else cpu.
+
+    Raises:
+        ConfigError: not a torch device, or CUDA asked for where there is none.
+    """
+    import torch
+
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        chosen = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f'score: --device "{device}" is not a torch device') from None
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f'score: --device "{device}": CUDA is not available here')
+    return chosen

@@ -46,8 +46,12 @@ formats; reading text, JSONL, JSON and folders), ``jsonl_reading`` (JSON(L) obje
 one line per error), ``qa`` (``prepare --format qa``: question-answer records, ``prompt_len``),
 ``sources`` (streaming readers: gzip/zstd, Parquet, saved HF datasets), ``packing`` (rows:
 split or packed; padding fractions),
-``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``split``
-(``prepare_split``: a held-out folder by document, ``prepare --val-fraction``), ``index``
+``metrics`` (per-sample metrics), ``writer`` (:func:`prepare`), ``staging`` (a folder written
+beside its target and renamed into place; the deterministic ``.npz``), ``split``
+(``prepare_split``: a held-out folder by document, ``prepare --val-fraction``), ``parts``
+(``prepare --shard I/N``: a part's document range and record), ``sharded`` (``prepare_parts``:
+a part or a whole stream over ``--num-workers`` processes), ``merge`` (``merge_parts``, the
+``curriculum-ds merge`` of the parts into one stream), ``index``
 (``index.json`` and the sidecar file names), ``info`` (:func:`read_stream_info`), ``verify``
 (:func:`verify_stream`), ``metric_store`` (:func:`write_metric_column`: a column added to
 ``metrics.npz`` later, by ``curriculum-ds score``), ``streams`` (:func:`open_stream`,

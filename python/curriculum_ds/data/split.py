@@ -22,7 +22,14 @@ from curriculum_ds.data.documents import ReadStats, check_inputs, iter_documents
 from curriculum_ds.data.writer import PrepareSummary, prepare
 from curriculum_ds.errors import DataError
 
-__all__ = ["DEFAULT_SPLIT_SEED", "VAL_SUFFIX", "check_val_fraction", "prepare_split", "val_folder"]
+__all__ = [
+    "DEFAULT_SPLIT_SEED",
+    "VAL_SUFFIX",
+    "check_val_fraction",
+    "held_out_documents",
+    "prepare_split",
+    "val_folder",
+]
 
 VAL_SUFFIX = "_val"
 """What the held-out folder's name adds to ``out``'s: ``data/web`` → ``data/web_val``."""
@@ -51,7 +58,7 @@ def check_val_fraction(val_fraction: Any) -> float:
     return float(val_fraction)
 
 
-def _held_out(num_docs: int, val_fraction: float, seed: int) -> frozenset[int]:
+def held_out_documents(num_docs: int, val_fraction: float, seed: int) -> frozenset[int]:
     """The indices (among ``num_docs`` documents) of the held-out ones."""
     if num_docs < 2:
         raise DataError(
@@ -104,7 +111,7 @@ def prepare_split(
             raise DataError(f"output folder is not empty: {folder}")
     files = check_inputs(inputs, format=format)
     num_docs = sum(1 for doc in iter_documents(files, ReadStats(), text_field=text_field) if doc)
-    held = _held_out(num_docs, fraction, int(seed))
+    held = held_out_documents(num_docs, fraction, int(seed))
     common = {"format": format, "text_field": text_field, **prepare_kwargs}
     train = prepare(inputs, out, select=lambda i: i not in held, **common)
     try:

@@ -13,10 +13,8 @@ The module is named ``writer`` rather than ``prepare`` so that the function
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
-import shutil
-import tempfile
-import zipfile
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -44,7 +42,13 @@ from curriculum_ds.data.index import (
 )
 from curriculum_ds.data.metrics import compression_ratio, token_entropy
 from curriculum_ds.data.packing import PaddingTally, pack_documents, split_document
+from curriculum_ds.data.parts import PART_KEY
 from curriculum_ds.data.qa import PROMPT_LEN_COLUMN, QA_FORMAT, qa_samples
+from curriculum_ds.data.staging import (
+    check_out_empty,
+    staged_folder,
+    write_npz,
+)
 from curriculum_ds.data.tokenizers import load_tokenizer
 from curriculum_ds.errors import DataError
 
@@ -83,6 +87,7 @@ class PrepareSummary:
         padding_unpacked: Share of token slots that would be padding with every document split
             into its own rows, each padded to ``max_seq_len``; in ``[0, 1)``.
         padding_packed: The same share with the documents packed (only the last row is short).
+        tally: The counts behind both shares (parts' tallies add up to the whole's).
     """
 
     out: Path
@@ -96,6 +101,7 @@ class PrepareSummary:
     max_seq_len: int = 0
     padding_unpacked: float = 0.0
     padding_packed: float = 0.0
+    tally: PaddingTally | None = field(default=None, compare=False, repr=False)
 
     def describe_padding(self) -> str:
         """The padding fraction of both layouts at ``max_seq_len``, in one line.
@@ -123,33 +129,6 @@ def _check_out_not_in_inputs(out: Path, inputs: Sequence[Path]) -> None:
                 f"output folder {out} is inside the input folder {path}: its shards would be read "
                 "back as documents; choose an output folder outside the inputs"
             )
-
-
-def _check_out(out: Path) -> None:
-    if out.exists() or out.is_symlink():
-        if not out.is_dir():
-            raise DataError(f"output path exists and is not a folder: {out}")
-        if any(out.iterdir()):
-            raise DataError(f"output folder is not empty: {out}")
-
-
-def _write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """Like ``np.savez`` but byte-deterministic (fixed zip timestamps)."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as zf:
-        for name, arr in arrays.items():
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
-            with zf.open(info, "w", force_zip64=True) as fh:
-                np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
-
-
-def _remove_empty_folders(folders: Sequence[Path]) -> None:
-    """Remove each folder (deepest first) if it is empty; stop at the first that is not."""
-    for folder in folders:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
 
 
 def _qa_rows(
@@ -185,6 +164,8 @@ def prepare(
     pack: bool = False,
     progress: bool = False,
     select: Callable[[int], bool] | None = None,
+    documents: tuple[int, int] | None = None,
+    part: Mapping[str, Any] | None = None,
 ) -> PrepareSummary:
     """Tokenize text into MDS shards with per-sample metric columns.
 
@@ -252,6 +233,11 @@ def prepare(
         select: Write only the non-empty documents whose 0-based index among the non-empty
             documents (reading order) it accepts; ``None``: all
             (:func:`~curriculum_ds.data.split.prepare_split` uses it for a held-out split).
+        documents: ``(first, stop)``: read only the non-empty documents of these 0-based indices
+            (reading stops after ``stop - 1``); ``select`` sees the same indices. ``None``: all.
+        part: The record of a part (:func:`~curriculum_ds.data.parts.part_record`), written
+            under ``"part"`` in ``curriculum_meta.json``; a part may hold no sample (its range is
+            empty or all its documents are too short). ``None``: a whole stream.
 
     Returns:
         A :class:`PrepareSummary`.
@@ -290,7 +276,7 @@ def prepare(
     files = check_inputs(inputs, format="jsonl" if qa else format)
     paths = [Path(p) for p in inputs]
     _check_out_not_in_inputs(out, paths)
-    _check_out(out)
+    check_out_empty(out)
     tok = load_tokenizer(tokenizer)
     if pack and tok.eos_id is None:
         raise DataError(
@@ -298,14 +284,7 @@ def prepare(
             f"documents; {tok.describe()} has none"
         )
 
-    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]  # deepest first
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    except OSError as err:
-        _remove_empty_folders(created)
-        raise DataError(f"cannot create the output folder {out}: {err.strerror or err}") from None
-    try:
+    with staged_folder(out) as tmp:
         tally = PaddingTally(max_seq_len, min_tokens)
         lengths = array("q")  # per row: 8 bytes each, the only per-row state kept
         entropies = array("d")
@@ -321,8 +300,14 @@ def prepare(
             writer_kwargs["size_limit"] = size_limit
         bar: Any = None
         read = iter_documents(files, stats, text_field=text_field)
-        if select is not None:
-            read = (doc for i, doc in enumerate(d for d in read if d) if select(i))
+        if documents is not None or select is not None:
+            first, stop = documents if documents is not None else (0, None)
+            nonempty = itertools.islice((d for d in read if d), stop)  # stops reading there
+            read = (
+                doc
+                for i, doc in enumerate(nonempty)
+                if i >= first and (select is None or select(i))
+            )
         docs = batched(read, _HF_ENCODE_BATCH)
         with contextlib.ExitStack() as stack:
             writer = stack.enter_context(
@@ -384,14 +369,14 @@ def prepare(
                 entropies.append(entropy)
                 ratios.append(ratio)
         num_documents = tally.num_documents
-        if num_documents == 0:
+        if num_documents == 0 and part is None:
             shown = ", ".join(str(p) for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
             skipped = describe_skipped(stats)
             raise DataError(
                 f"no documents found in inputs: {shown}"
                 + (f" (skipped {skipped}; reads {ACCEPTED_FORMATS})" if skipped else "")
             )
-        if not lengths:
+        if not lengths and part is None:
             raise DataError(
                 f"no samples: all {num_documents} documents are shorter than "
                 f"min_tokens={min_tokens} tokens"
@@ -404,7 +389,7 @@ def prepare(
         }
         if qa:
             columns[PROMPT_LEN_COLUMN] = np.asarray(prompt_lens, dtype=np.int64)
-        _write_npz(tmp / METRICS_FILENAME, columns)
+        write_npz(tmp / METRICS_FILENAME, columns)
         meta = {
             "format": DATASET_FORMAT,
             "vocab_size": tok.vocab_size,
@@ -419,18 +404,11 @@ def prepare(
             "max_token_id": max_token_id,
             "metric_columns": list(columns),
         }
+        if part is not None:
+            meta[PART_KEY] = dict(part)
         (tmp / META_FILENAME).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         for name, text in tok.hf_files().items():  # for AutoTokenizer (and `export`)
             (tmp / name).write_text(text, encoding="utf-8")
-        _check_out(out)  # still empty? (someone may have written there meanwhile)
-        if out.is_dir():
-            out.rmdir()
-        tmp.chmod(0o755)  # mkdtemp makes it 0700
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _remove_empty_folders(created)
-        raise
     return PrepareSummary(
         out=given_out,
         num_documents=num_documents,
@@ -443,4 +421,5 @@ def prepare(
         max_seq_len=max_seq_len,
         padding_unpacked=tally.unpacked,
         padding_packed=tally.packed,
+        tally=tally,
     )
