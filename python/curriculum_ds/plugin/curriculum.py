@@ -30,7 +30,7 @@ from curriculum_ds.plugin.engine_like import EngineLike
 from curriculum_ds.plugin.evaluation import Evaluator, probe_eval_config, stream_losses
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.preemption import StopSignal
-from curriculum_ds.plugin.prefetch import StepFeed, next_step_settled
+from curriculum_ds.plugin.prefetch import Drawn, StepFeed, next_step_settled
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.records.monitors import CurriculumMonitor
 
@@ -133,8 +133,8 @@ class Curriculum(CheckpointingMixin):
             micro_batch_size=self.micro_batch_size,
             device=engine.device,
         )
-        # the drawn step's seq_len (warmup rows), data wait (seconds) and read-ahead count
-        self._drawn: tuple[int, float, int] = (0, 0.0, 0)
+        # the drawn step's seq_len (warmup rows) and micro-batches (data wait, read-ahead count)
+        self._drawn: tuple[int, Drawn | None] = (0, None)
         self.evaluator = self._evaluator(self.config.eval)
         # a method that evaluates at its own steps (Aioli, Skill-it): its held-out streams
         probing = isinstance(self.dynamic, ProbingReweighter)
@@ -256,7 +256,7 @@ class Curriculum(CheckpointingMixin):
         batch, micro_batches = drawn.batch, drawn.micro_batches
         self._timer.start()
         stream_tokens = loader.stream_tokens(batch)
-        self._drawn = (loader.seq_len, drawn.data_wait_s, drawn.prefetched)
+        self._drawn = (loader.seq_len, drawn)
         step_tokens = int(stream_tokens.sum())
         end = self.progress + step_progress(
             self.schedule.unit, step_tokens, len(batch), loader.samples_per_pass
@@ -340,8 +340,9 @@ class Curriculum(CheckpointingMixin):
     def _complete_step(self, outcome: StepOutcome) -> tuple[MetricsRow, HistoryRow | None]:
         """A step's completion callback: advance the counters, re-weight, build the rows."""
         self.stop_requested = self.stop_requested or outcome.stop_requested
-        loader = self._loader
-        assert loader is not None  # a step in flight has its loader
+        loader, drawn = self._loader, self._drawn[1]
+        assert loader is not None  # a step in flight has its loader and micro-batches
+        assert drawn is not None
         before = self.progress
         done = complete_step(
             outcome,
@@ -352,8 +353,8 @@ class Curriculum(CheckpointingMixin):
             dynamic=self.dynamic,
             timer=self._timer,
             phase_epochs=self._feed.epochs_done(loader),
-            data_wait_s=self._drawn[1],
-            prefetched=self._drawn[2],
+            data_wait_s=drawn.data_wait_s,
+            prefetched=drawn.prefetched,
             # a warmup: the length the step trained on
             seq_len=self._drawn[0] if is_ramp(loader.phase.train_loader.max_seq_len) else None,
             probe=((lambda: self._probe(outcome)) if self._probe_evaluator is not None else None),
