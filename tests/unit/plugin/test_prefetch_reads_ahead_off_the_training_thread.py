@@ -33,6 +33,7 @@ import torch
 from helpers import make_dataset, ragged_docs, write_ds_config
 
 import curriculum_ds
+from curriculum_ds.core.loss import rows_valid_tokens
 from curriculum_ds.errors import DownloadError
 from curriculum_ds.plugin.curriculum import Curriculum
 from curriculum_ds.plugin.engine import load_run_config
@@ -85,17 +86,21 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def make(data: Path, slow_engine: type) -> Any:
-    """``make(prefetch, dynamic=False, gas=GAS)``: a curriculum on a fresh slow engine."""
+    """``make(prefetch, dynamic=False, gas=GAS, seq_len=32)``: a curriculum on a slow engine."""
 
-    def build(prefetch: int, *, dynamic: bool = False, gas: int = GAS) -> Curriculum:
+    def build(
+        prefetch: int, *, dynamic: bool = False, gas: int = GAS, seq_len: int = 32
+    ) -> Curriculum:
         engine = slow_engine(TokenLosses(), gas=gas)
-        config = _config(data, prefetch, dynamic=dynamic, gas=gas)
+        config = _config(data, prefetch, dynamic=dynamic, gas=gas, seq_len=seq_len)
         return curriculum_ds.attach(engine, config, check_data=False)
 
     return build
 
 
-def _config(data: Path, prefetch: int, *, dynamic: bool = False, gas: int = GAS) -> Any:
+def _config(
+    data: Path, prefetch: int, *, dynamic: bool = False, gas: int = GAS, seq_len: int = 32
+) -> Any:
     curriculum: dict[str, Any] = {
         "max_duration": "1000000tok",
         "seed": 5,
@@ -104,7 +109,7 @@ def _config(data: Path, prefetch: int, *, dynamic: bool = False, gas: int = GAS)
             {
                 "name": "a",
                 "duration": "1000000tok",
-                "train_loader": {"streams": [{"local": str(data)}], "max_seq_len": 32},
+                "train_loader": {"streams": [{"local": str(data)}], "max_seq_len": seq_len},
             }
         ],
     }
@@ -112,7 +117,7 @@ def _config(data: Path, prefetch: int, *, dynamic: bool = False, gas: int = GAS)
         curriculum["dynamic"] = {
             "enabled": True, "num_buckets": 4, "window": 512, "recompute_every_n_steps": RECOMPUTE,
         }  # fmt: skip
-    path = data.parent / f"ds_{prefetch}_{int(dynamic)}_{gas}.json"
+    path = data.parent / f"ds_{prefetch}_{int(dynamic)}_{gas}_{seq_len}.json"
     cfg = write_ds_config(
         path, curriculum, train_micro_batch_size_per_gpu=MICRO, gradient_accumulation_steps=gas
     )
@@ -215,6 +220,25 @@ def test_the_read_ahead_is_bounded_and_crosses_the_step_boundary(make: Any) -> N
     # step 2 and 3 were decided at the draw before, with DEPTH of theirs submitted already
     assert windows == expected * 3
     assert not _prefetch_threads()
+
+
+def test_the_loss_tokens_known_before_the_reads_are_the_labels(make: Any) -> None:
+    """The normaliser's per-row counts come from the index lengths (truncated: 16 of 8-32 tokens),
+    before any read: each equals the labels' count of the micro-batch read (issue 35)."""
+    curriculum = make(DEPTH, gas=3, seq_len=16)
+    checked = 0
+    for step in curriculum:
+        counts = step.micro_batches.row_counts
+        assert counts is not None
+        for mb, rows in zip(step.micro_batches, counts, strict=True):
+            assert torch.equal(torch.from_numpy(rows), rows_valid_tokens(mb.labels))
+            step.backward_token_losses(curriculum.engine(mb.input_ids), mb.loss_mask, mb)
+            checked += int((mb.attention_mask.sum(dim=1) == 16).sum())
+        step.finish()
+        if step.global_step == 3:
+            break
+    curriculum.close()
+    assert checked > 0  # rows cut to 16 tokens were among them
 
 
 def test_a_batch_read_ahead_is_not_consumed_and_resume_redraws_it(make: Any) -> None:
