@@ -1,23 +1,24 @@
 """Prefetch on vs off, the time a step waits for its data: ``python bench/bench_prefetch.py``.
 
-Issue 23 ("Prefetch mechanism"): with ``curriculum.prefetch_micro_batches`` on, the mean
-``data_wait_s`` per optimizer step (the metrics row's field: the draw's time deciding, reading,
-collating and copying the step's micro-batches on the training thread) must be at most 1/5 of
-what it is with prefetch off, on a model that stands in for an asynchronous accelerator, with
-the same micro-batches; and the same with dynamic re-weighting on, which waits only after a
-recompute.
+Issue 23 ("Prefetch mechanism") and issue 35 (item 7, at any gradient accumulation): with
+``curriculum.prefetch_micro_batches`` at its default (2), the mean ``data_wait_s`` per optimizer
+step (the metrics row's field: the training thread's time deciding, waiting for, reading,
+collating and copying the step's micro-batches, at the draw and at each micro-batch's first use)
+must be at most 1/5 of what it is with prefetch off, on a model that stands in for an
+asynchronous accelerator, with the same micro-batches, at GAS 4 and GAS 16; and the same with
+dynamic re-weighting on, whose step after a recompute reads its first micro-batch when drawn.
 
-One process, one CPU rank, four real DeepSpeed engines built by ``curriculum_ds.initialize``
-(ZeRO 0, fp32, torch AdamW), each over the same one-phase stream of short documents (8-32 byte
-tokens) in micro-batches of ``--micro`` (64) samples × GAS 2: prefetch off / on (2), each with
-dynamic re-weighting off and on (4 buckets, recompute every 10 steps). The model's forward
-sleeps ``--sleep-ms`` (25 ms; ``time.sleep`` releases the GIL, as a CUDA kernel launch returns
-at once) and then computes one learned loss per token (an embedding of width 1, squared), so the
-CPU work per step is the loop's, not a model's. Blocks of ``--block`` steps of the four loops
-alternate (each round in a new order), after ``--warmup`` steps each, so a shared machine's load
-hits all four alike. Reported per loop: mean and median ``data_wait_s``, ms per step, and on/off
-as the ratio of the mean waits; the loops' micro-batches are compared bit for bit (a blake2b
-digest per step).
+One process, one CPU rank, four real DeepSpeed engines built by ``curriculum_ds.initialize`` (ZeRO
+0, fp32, torch AdamW), each over the same one-phase stream of short documents (8-32 byte tokens) in
+micro-batches of ``--micro`` (64) samples × each GAS of ``--gas`` (4 and 16): prefetch off / on (2),
+each with dynamic re-weighting off and on (4 buckets, recompute every 10 steps). The model's forward
+sleeps ``--sleep-ms`` (25 ms; ``time.sleep`` releases the GIL, as a CUDA kernel launch returns at
+once) and then computes one learned loss per token (an embedding of width 1, squared), so the CPU
+work per step is the loop's, not a model's. Blocks of ``--block`` steps of the four loops alternate
+(each round in a new order), after ``--warmup`` steps each, so a shared machine's load hits all four
+alike. Reported per loop and GAS: mean and median ``data_wait_s``, ms per step, the micro-batches
+read on the prefetch thread, and on/off as the ratio of the mean waits; the loops' micro-batches are
+compared bit for bit (a blake2b digest per step).
 
 ``--versus-streaming`` (what ``bench/gpu_check.sh`` runs on CUDA) trains the demo's GPT-2 (2
 layers, width 128: a model whose step is milliseconds on a GPU, where the data path decides)
@@ -27,8 +28,8 @@ num_workers=4, pin_memory=True)`` (HF's loss; its wait is the time of ``next()``
 the device). Reported: ms per step (CUDA synchronised at each block's end), the mean wait, and
 plugin/bare step time.
 
-Example: ``python bench/bench_prefetch.py`` (about 45 s on 2 CPU cores);
-``--quick`` for a smoke run.
+Example: ``python bench/bench_prefetch.py`` (about 4 min on 2 idle CPU cores);
+``--quick`` for a smoke run (GAS 4, 10 steps).
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ def build_data(out: Path, *, num_docs: int = 4096, seed: int = 0) -> Path:
     return target
 
 
-def ds_config(data: Path, *, prefetch: int, dynamic: bool, micro: int) -> dict[str, Any]:
+def ds_config(
+    data: Path, *, prefetch: int, dynamic: bool, micro: int, gas: int = 2
+) -> dict[str, Any]:
     """One phase over ``data``; ``prefetch_micro_batches`` and re-weighting as given."""
     curriculum: dict[str, Any] = {
         "max_duration": f"{10**12}tok",
@@ -92,7 +95,7 @@ def ds_config(data: Path, *, prefetch: int, dynamic: bool, micro: int) -> dict[s
     }
     return {
         "train_micro_batch_size_per_gpu": micro,
-        "gradient_accumulation_steps": 2,
+        "gradient_accumulation_steps": gas,
         "steps_per_print": 10**9,
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}},
         "zero_optimization": {"stage": 0},
@@ -125,7 +128,7 @@ class Loop:
                 self.seconds.append(time.perf_counter() - start)
 
 
-def build_loops(data: Path, *, micro: int, sleep_s: float) -> dict[str, Loop]:
+def build_loops(data: Path, *, micro: int, gas: int, sleep_s: float) -> dict[str, Loop]:
     import torch
 
     import curriculum_ds as cds
@@ -143,9 +146,8 @@ def build_loops(data: Path, *, micro: int, sleep_s: float) -> dict[str, Loop]:
 
     loops = {}
     for name in VARIANTS:
-        config = ds_config(
-            data, prefetch=2 if name.startswith("on") else 0, dynamic="dynamic" in name, micro=micro
-        )
+        prefetch = 2 if name.startswith("on") else 0
+        config = ds_config(data, prefetch=prefetch, dynamic="dynamic" in name, micro=micro, gas=gas)
         torch.manual_seed(0)
         engine, curriculum = cds.initialize(model=SleepingTokenLosses(), config=config)
         loops[name] = Loop(engine, curriculum)
@@ -171,8 +173,8 @@ def summarize(loops: dict[str, Loop]) -> dict[str, Any]:
             "mean_wait_ms": 1e3 * statistics.fmean(waits),
             "median_wait_ms": 1e3 * statistics.median(waits),
             "step_ms": 1e3 * statistics.median(loop.seconds),
-            "steps_read_ahead": sum(r["prefetched"] > 0 for r in loop.rows),
-            "steps": len(loop.rows),
+            "read_ahead": sum(r["prefetched"] for r in loop.rows),
+            "micro_batches": len(loop.rows) * loop.engine.gradient_accumulation_steps(),
         }
     ratios = {
         "static": per["on"]["mean_wait_ms"] / per["off"]["mean_wait_ms"],
@@ -185,27 +187,29 @@ def summarize(loops: dict[str, Loop]) -> dict[str, Any]:
     return {"loops": per, "ratio": ratios, "same_batches": same}
 
 
-def report(summary: dict[str, Any], header: dict[str, Any]) -> str:
+def report(summaries: dict[int, dict[str, Any]], header: dict[str, Any]) -> str:
+    """The table (a row per loop and GAS) and the SUMMARY line."""
     lines = [
-        f"prefetch bench: micro-batch {header['micro']} x GAS 2, forward sleeps "
-        f"{header['sleep_ms']} ms, {header['steps']} steps per loop in blocks of "
-        f"{header['block']}",
+        f"prefetch bench: micro-batch {header['micro']}, forward sleeps {header['sleep_ms']} ms, "
+        f"{header['steps']} steps per loop in blocks of {header['block']}",
         "",
-        f"{'loop':<14} {'mean wait ms':>12} {'median ms':>10} {'step ms':>8} {'read ahead':>11}",
+        f"{'loop':<14} {'GAS':>4} {'mean wait ms':>12} {'median ms':>10} {'step ms':>8} "
+        f"{'read ahead':>11}",
     ]
-    for name, row in summary["loops"].items():
-        lines.append(
-            f"{name:<14} {row['mean_wait_ms']:>12.3f} {row['median_wait_ms']:>10.3f} "
-            f"{row['step_ms']:>8.1f} {row['steps_read_ahead']:>5}/{row['steps']:<5}"
-        )
     verdicts = []
-    for kind in ("static", "dynamic"):
-        ratio, same = summary["ratio"][kind], summary["same_batches"][kind]
-        ok = ratio <= TARGET and same
-        verdicts.append(
-            f"{kind} on/off {ratio:.3f} (target <= {TARGET:.2f}), same batches {same}: "
-            f"{'MET' if ok else 'MISSED'}"
-        )
+    for gas, summary in summaries.items():
+        for name, row in summary["loops"].items():
+            lines.append(
+                f"{name:<14} {gas:>4} {row['mean_wait_ms']:>12.3f} {row['median_wait_ms']:>10.3f} "
+                f"{row['step_ms']:>8.1f} {row['read_ahead']:>5}/{row['micro_batches']:<5}"
+            )
+        for kind in ("static", "dynamic"):
+            ratio, same = summary["ratio"][kind], summary["same_batches"][kind]
+            ok = ratio <= TARGET and same
+            verdicts.append(
+                f"GAS {gas} {kind} on/off {ratio:.3f} (target <= {TARGET:.2f}), same batches "
+                f"{same}: {'MET' if ok else 'MISSED'}"
+            )
     lines += ["", "SUMMARY prefetch data wait: " + "; ".join(verdicts) + f"  [{header['command']}]"]
     return "\n".join(lines)
 
@@ -360,6 +364,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps of each loop first")
     parser.add_argument("--micro", type=int, default=64, help="samples per micro-batch")
     parser.add_argument("--sleep-ms", type=float, default=25.0, help="the forward's sleep")
+    parser.add_argument(
+        "--gas", default="4,16", help="gradient accumulation steps, comma-separated (each a table)"
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 10 steps per loop")
     parser.add_argument("--out", type=Path, default=None, help="work folder (data reused there)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures")
@@ -370,9 +377,15 @@ def parse_args() -> argparse.Namespace:
     )
     args = parser.parse_args()
     if args.quick:
-        args.steps, args.block, args.warmup = 10, 10, 1
+        args.steps, args.block, args.warmup, args.gas = 10, 10, 1, "4"
     if args.block < 1 or args.steps < args.block:
         parser.error(f"need 1 <= --block <= --steps, got {args.block} and {args.steps}")
+    try:
+        args.gas = [int(g) for g in str(args.gas).split(",")]
+    except ValueError:
+        parser.error(f"--gas: comma-separated integers, got {args.gas!r}")
+    if any(g < 1 for g in args.gas):
+        parser.error(f"--gas: each at least 1, got {args.gas}")
     return args
 
 
@@ -398,13 +411,15 @@ def main() -> int:
         if tmp is not None:
             tmp.cleanup()
         return code
-    loops = build_loops(data, micro=args.micro, sleep_s=args.sleep_ms / 1e3)
-    try:
-        measure(loops, steps=args.steps, block=args.block, warmup=args.warmup)
-    finally:
-        for loop in loops.values():
-            loop.curriculum.close()
-    summary = summarize(loops)
+    summaries = {}
+    for gas in args.gas:
+        loops = build_loops(data, micro=args.micro, gas=gas, sleep_s=args.sleep_ms / 1e3)
+        try:
+            measure(loops, steps=args.steps, block=args.block, warmup=args.warmup)
+        finally:
+            for loop in loops.values():
+                loop.curriculum.close()
+        summaries[gas] = summarize(loops)
     header = {
         "command": command,
         "micro": args.micro,
@@ -412,9 +427,9 @@ def main() -> int:
         "steps": args.steps,
         "block": args.block,
     }
-    print(report(summary, header), flush=True)
+    print(report(summaries, header), flush=True)
     if args.json is not None:
-        args.json.write_text(json.dumps({**header, **summary}, indent=2))
+        args.json.write_text(json.dumps({**header, "by_gas": summaries}, indent=2))
     if tmp is not None:
         tmp.cleanup()
     return 0

@@ -224,13 +224,13 @@ def test_resumed_losses_equal_uninterrupted(scenario):
 
 
 def _read_ahead_rule(rows: list[dict[str, Any]], first_steps: set[int]) -> list[int]:
-    """Micro-batches each row's step had read ahead (prefetch 2, GAS 2): all of them, but at the
-    first step of a process and after a step that recomputed the weights (every 2) or swapped
-    the phase."""
+    """Micro-batches each row's step had read on the prefetch thread (prefetch 2, GAS 2): all of
+    them, but at the first step of a process and after a step that recomputed the weights (every
+    2) or swapped the phase, where the training thread reads the first when drawn (issue 35)."""
     out = []
     for prev, row in zip([None, *rows], rows, strict=False):
         settled = prev is not None and prev["step"] % 2 == 1 and prev["phase"] == row["phase"]
-        out.append(2 if settled and row["step"] not in first_steps else 0)
+        out.append(2 if settled and row["step"] not in first_steps else 1)
     return out
 
 

@@ -194,27 +194,29 @@ def _process_first_steps(runs: dict[str, Any]) -> dict[str, set[int]]:
 
 
 def test_steps_were_read_ahead_where_no_recompute_or_eval_came_before(runs):
-    """Issue 23: with the default ``prefetch_micro_batches`` (2) on and GAS 2, a step's
-    micro-batches were read ahead during the step before, unless that one recomputed the weights
-    (every 2 steps) or evaluated (every 3), or the step is the first of a process (a resume
-    decides it again: a read-ahead is never part of a checkpoint).
+    """Issues 23 and 35 (item 7): with the default ``prefetch_micro_batches`` (2) on and GAS 2,
+    every micro-batch of a step was read on the prefetch thread when the step was decided at the
+    draw before (``prefetched`` 2), unless that one recomputed the weights (every 2 steps) or
+    evaluated (every 3), or the step is the first of a process (a resume decides it again: a
+    read-ahead is never part of a checkpoint); such a step reads its first micro-batch on the
+    training thread when drawn and the thread reads the other (``prefetched`` 1).
 
-    The rule is exact: ``prefetched`` is the number of futures submitted at the draw before, on
-    the training thread, so it never depends on the prefetch thread's timing. What does depend on
-    timing is where run B's second stop lands: the launcher's SIGTERM is sent once step 5 is
-    logged and reaches the ranks during step 6 or, on a loaded machine, a later one (the test
-    above accepts any step boundary). The expected pattern so takes each process's first step
-    from the stops this run made, not from a fixed step 7: a CI run once failed with "step 8 had
-    ``prefetched`` 0, expected 2", where the stop was after step 7 and step 8 was the resumed
-    process's first step, read when drawn as designed (issue 30, item 8).
+    The rule is exact: which micro-batch is read where depends only on the order in which the
+    loop takes them, never on the prefetch thread's timing. What does depend on timing is where
+    run B's second stop lands: the launcher's SIGTERM is sent once step 5 is logged and reaches
+    the ranks during step 6 or, on a loaded machine, a later one (the test above accepts any step
+    boundary). The expected pattern so takes each process's first step from the stops this run
+    made, not from a fixed step 7: a CI run once failed with "step 8 had ``prefetched`` 0,
+    expected 2", where the stop was after step 7 and step 8 was the resumed process's first step,
+    read when drawn as designed (issue 30, item 8).
     """
     for run, first_steps in _process_first_steps(runs).items():
         rows = metrics(runs[run])
         expected = [
-            2 if prev is not None and prev["step"] % 2 and prev["step"] % 3 else 0
+            2 if prev is not None and prev["step"] % 2 and prev["step"] % 3 else 1
             for prev, _ in zip([None, *rows], rows, strict=False)
         ]
         expected = [
-            0 if r["step"] in first_steps else e for r, e in zip(rows, expected, strict=True)
+            1 if r["step"] in first_steps else e for r, e in zip(rows, expected, strict=True)
         ]
         assert [r["prefetched"] for r in rows] == expected, (run, sorted(first_steps))

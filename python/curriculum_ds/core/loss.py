@@ -5,6 +5,8 @@ This module is the ONE place that owns the normalisation of the loss (torchtitan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 
@@ -14,8 +16,11 @@ __all__ = [
     "deepspeed_grad_divisor",
     "engine_grad_divisor",
     "global_valid_tokens",
+    "global_valid_tokens_of_rows",
     "global_weighted_valid_tokens",
+    "global_weighted_valid_tokens_of_rows",
     "per_sample_token_losses",
+    "rows_valid_tokens",
     "scale_micro_batch_loss",
 ]
 
@@ -141,11 +146,31 @@ def global_valid_tokens(
         of the step. Kept on device so normalisation adds no host sync per micro-batch. No
         collective runs in a world of one.
     """
+    return global_valid_tokens_of_rows(
+        [rows_valid_tokens(labels.to(device)) for labels in micro_batch_labels], device=device
+    )
+
+
+def rows_valid_tokens(labels: torch.Tensor) -> torch.Tensor:
+    """Loss-bearing tokens of each row of a micro-batch: int64 ``(batch,)``, on its device."""
+    return (labels[:, 1:] != IGNORE_INDEX).sum(dim=1)
+
+
+def global_valid_tokens_of_rows(
+    row_counts: Sequence[torch.Tensor], *, device: torch.device | str
+) -> torch.Tensor:
+    """:func:`global_valid_tokens` of each micro-batch's per-row counts (known before a read).
+
+    Args:
+        row_counts: per micro-batch of the step on this rank, int64 ``(batch,)`` loss-bearing
+            tokens of each row (:func:`rows_valid_tokens`, or its rows' lengths less one).
+        device: where the count lives.
+    """
     import torch.distributed as dist
 
     local = torch.zeros((), dtype=torch.int64, device=device)
-    for labels in micro_batch_labels:
-        local += count_valid_tokens(labels.to(device))
+    for rows in row_counts:
+        local += rows.to(device).sum()
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(local)
     return local
@@ -176,11 +201,22 @@ def global_weighted_valid_tokens(
         ``(count, weighted)``: a scalar int64 tensor (loss-bearing tokens, global) and a scalar
         float64 tensor (their summed weights, global), both on ``device``.
     """
+    rows = [rows_valid_tokens(labels.to(device)) for labels in micro_batch_labels]
+    return global_weighted_valid_tokens_of_rows(rows, row_weights, device=device)
+
+
+def global_weighted_valid_tokens_of_rows(
+    row_counts: Sequence[torch.Tensor],
+    row_weights: Sequence[torch.Tensor],
+    *,
+    device: torch.device | str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`global_weighted_valid_tokens` of each micro-batch's per-row counts."""
     import torch.distributed as dist
 
     local = torch.zeros(2, dtype=torch.float64, device=device)
-    for labels, weights in zip(micro_batch_labels, row_weights, strict=True):
-        per_row = (labels.to(device)[:, 1:] != IGNORE_INDEX).sum(dim=1).double()
+    for counts, weights in zip(row_counts, row_weights, strict=True):
+        per_row = counts.to(device).double()
         local[0] += per_row.sum()
         local[1] += (per_row * weights.to(device=device, dtype=torch.float64)).sum()
     if dist.is_initialized() and dist.get_world_size() > 1:

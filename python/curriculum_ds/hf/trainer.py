@@ -140,7 +140,7 @@ class CurriculumTrainer(Trainer):
         masked = {} if mb.position_ids is None else {"use_cache": False}
         outputs = model(input_ids=mb.input_ids, **mb.forward_kwargs(), **masked)
         step.backward(outputs, mb)
-        if mb is not step.micro_batches[-1]:
+        if step.micro_batches.index_of(mb) != len(step.micro_batches) - 1:  # not the last
             return torch.zeros((), device=self.args.device)
         result = step.finish()
         self.finished_record = (result, step)

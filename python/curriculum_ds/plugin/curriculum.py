@@ -30,7 +30,7 @@ from curriculum_ds.plugin.held_out import HeldOutEvals
 from curriculum_ds.plugin.nonfinite import check_nonfinite_limit
 from curriculum_ds.plugin.phase_loaders import PhaseLoaders
 from curriculum_ds.plugin.preemption import StopSignal
-from curriculum_ds.plugin.prefetch import StepFeed, next_step_settled
+from curriculum_ds.plugin.prefetch import Drawn, StepFeed, next_step_settled
 from curriculum_ds.plugin.step import Step
 from curriculum_ds.records.monitors import CurriculumMonitor
 
@@ -127,8 +127,7 @@ class Curriculum:
         self._checkpointer = Checkpointer(
             engine, self.config, self, self.global_batch_size, self.monitor
         )
-        # the drawn step's seq_len (warmup rows), data wait (seconds) and read-ahead count
-        self._drawn: tuple[int, float, int] = (0, 0.0, 0)
+        self._drawn: tuple[int, Drawn | None] = (0, None)  # the drawn step's seq_len, micro-batches
         probing = isinstance(self.dynamic, ProbingReweighter)
         self._evals = HeldOutEvals(
             self.config, self.schedule, run, self.topology, probing, self._timer
@@ -238,7 +237,7 @@ class Curriculum:
         batch, micro_batches = drawn.batch, drawn.micro_batches
         self._timer.start()
         stream_tokens = loader.stream_tokens(batch)
-        self._drawn = (loader.seq_len, drawn.data_wait_s, drawn.prefetched)
+        self._drawn = (loader.seq_len, drawn)
         step_tokens = int(stream_tokens.sum())
         end = self.progress + step_progress(
             self.schedule.unit, step_tokens, len(batch), loader.samples_per_pass
@@ -296,8 +295,9 @@ class Curriculum:
     def _complete_step(self, outcome: StepOutcome) -> tuple[MetricsRow, HistoryRow | None]:
         """A step's completion callback: advance the counters, re-weight, build the rows."""
         self.stop_requested = self.stop_requested or outcome.stop_requested
-        loader = self._loaders.current
-        assert loader is not None  # a step in flight has its loader
+        loader, drawn = self._loaders.current, self._drawn[1]
+        assert loader is not None  # a step in flight has its loader and micro-batches
+        assert drawn is not None
         before = self.progress
         at = (outcome.global_step, self.consumed_tokens, outcome.phase_idx, outcome.phase_name)
         done = complete_step(
@@ -309,8 +309,8 @@ class Curriculum:
             dynamic=self.dynamic,
             timer=self._timer,
             phase_epochs=self._feed.epochs_done(loader),
-            data_wait_s=self._drawn[1],
-            prefetched=self._drawn[2],
+            data_wait_s=drawn.data_wait_s,
+            prefetched=drawn.prefetched,
             # a warmup: the length the step trained on
             seq_len=self._drawn[0] if is_ramp(loader.phase.train_loader.max_seq_len) else None,
             # a re-weighting method's own evaluation after this step (not in eval.jsonl)

@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from curriculum_ds.core.loss import global_valid_tokens, global_weighted_valid_tokens
+from curriculum_ds.core.loss import (
+    global_valid_tokens_of_rows,
+    global_weighted_valid_tokens_of_rows,
+    rows_valid_tokens,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -24,7 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from curriculum_ds.core.loader import MicroBatch
+    from curriculum_ds.plugin.micro_batches import StepMicroBatches
 
 __all__ = ["StepNormaliser"]
 
@@ -33,7 +37,9 @@ class StepNormaliser:
     """The denominators of one step (counted when it is drawn) and its micro-batch numerators.
 
     Args:
-        micro_batches: this rank's micro-batches of the step (tensors on ``device``).
+        micro_batches: this rank's micro-batches of the step: their loss-bearing tokens per row
+            are known before they are read (:attr:`StepMicroBatches.row_counts`), or, under
+            document masking, counted from their labels (every micro-batch is then taken).
         samples: the global batch, int64 ``(global_batch_size, 2)`` of ``(stream_idx,
             sample_idx)``.
         loss_weights: float64 ``(num_streams,)`` each stream's ``loss_weight``, or None (all 1).
@@ -47,24 +53,29 @@ class StepNormaliser:
 
     def __init__(
         self,
-        micro_batches: Sequence[MicroBatch],
+        micro_batches: StepMicroBatches,
         samples: npt.NDArray[np.int64],
         loss_weights: npt.NDArray[np.float64] | None,
         device: torch.device | str,
     ) -> None:
         self.loss_weights = loss_weights
-        labels = [mb.labels for mb in micro_batches]
+        known = micro_batches.row_counts
+        counts = (
+            [rows_valid_tokens(mb.labels) for mb in micro_batches]
+            if known is None
+            else [torch.from_numpy(rows) for rows in known]
+        )
         self._rows: list[torch.Tensor] = []
         if loss_weights is None:
-            self.global_valid = global_valid_tokens(labels, device=device)
+            self.global_valid = global_valid_tokens_of_rows(counts, device=device)
             self.denominator = self.global_valid
         else:
             self._rows = [
-                torch.from_numpy(loss_weights[samples[mb.positions, 0]]).to(device)
-                for mb in micro_batches
+                torch.from_numpy(loss_weights[samples[p, 0]]).to(device)
+                for p in micro_batches.positions
             ]
-            self.global_valid, self.denominator = global_weighted_valid_tokens(
-                labels, self._rows, device=device
+            self.global_valid, self.denominator = global_weighted_valid_tokens_of_rows(
+                counts, self._rows, device=device
             )
 
     def numerator(

@@ -3,8 +3,7 @@
 Two kinds of work make a step's micro-batches, and only one of them may run ahead:
 
 * **Deciding the samples** (:meth:`~curriculum_ds.core.loader.PhaseLoader.next_global_batch`) stays
-on
-  the training thread, in the order of an unprefetched run. The next step's global batch is
+  on the training thread, in the order of an unprefetched run. The next step's global batch is
   decided early (at the draw of this one) only when nothing due before it can change the
   decision: no re-weighting recompute at the end of this step (it re-buckets the samplers and
   moves the probabilities), no phase swap or end of the schedule, no evaluation. The decision is
@@ -13,17 +12,24 @@ on
   unprefetched run draws.
 * **Reading and collating them** (the loader's own read,
   :meth:`~curriculum_ds.core.sample_reader.SampleReader.micro_batch`, called unchanged) runs on
-  one daemon thread for the first ``prefetch_micro_batches`` micro-batches of that next step,
-  while this step computes; pinned memory on CUDA, so the copy to the device is ``non_blocking``.
+  one daemon thread, a bounded producer over the micro-batches decided so far (this step's, then
+  the next step's when it is decided): when the loop takes micro-batch *k* of a step
+  (:class:`~curriculum_ds.plugin.micro_batches.StepMicroBatches`), those up to *k* + ``depth`` are
+  submitted, in order, across the step boundary; pinned memory on CUDA, so the copy to the device
+  is ``non_blocking``. A step not decided early (the first of a process, the step after a
+  recompute, an evaluation or a phase swap) reads its first micro-batch on the training thread
+  when drawn; the thread reads all others. Which micro-batch is read where depends only on the
+  loop's order of takes, never on the thread's timing: ``prefetched`` is the step's
+  micro-batches less that first one when it was not decided early (``depth`` 0: none).
 
 A batch decided early is not consumed: :meth:`StepFeed.loader_state` and
 :meth:`StepFeed.epochs_done` give the loader's counters *before* that decision, so a checkpoint
 (and a kill -9 after it) never counts it, and a resume decides it again, identically. A failure
 in the thread (a corrupt shard, a download error) is re-raised on the training thread when the
-step that needs the micro-batch is drawn: the same one-line error as without prefetch.
+loop takes that micro-batch: the same one-line error as without prefetch.
 
-The pattern is PyTorch's ``DataLoader`` pin-memory thread (a bounded producer one step ahead),
-with the sampler kept on the consumer's side as in Megatron-LM's ``MegatronPretrainingSampler``.
+The pattern is PyTorch's ``DataLoader`` pin-memory thread (a bounded producer), with the sampler
+kept on the consumer's side as in Megatron-LM's ``MegatronPretrainingSampler``.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from curriculum_ds.plugin.micro_batches import StepMicroBatches
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -50,6 +58,9 @@ if TYPE_CHECKING:
     from curriculum_ds.plugin.evaluation import Evaluator
 
 __all__ = ["Drawn", "PrefetchThread", "StepFeed", "next_step_settled"]
+
+Key = tuple[int, "Progress"]
+"""``(phase_idx, start progress)`` of a step: what a batch decided early is checked against."""
 
 _JOIN_TIMEOUT_S = 10.0
 
@@ -143,36 +154,47 @@ class PrefetchThread:
 
 
 @dataclass
-class _Ahead:
-    """The next step's global batch, decided early, and its micro-batches being read."""
+class _Planned:
+    """A step's global batch, decided, and this rank's micro-batches being read."""
 
-    key: tuple[int, Progress]  # (phase_idx, start progress) of the step it was decided for
+    key: Key  # the step it was decided for
     batch: npt.NDArray[np.int64]
+    seq_len: int  # the step's truncation (a warmup moves the loader's with the next decision)
+    positions: list[npt.NDArray[np.int64]]
+    row_counts: list[npt.NDArray[np.int64]] | None  # None: document masking
     state_before: LoaderState  # the loader's counters before the decision
     epochs_before: float
-    futures: list[Future[MicroBatch]] = field(default_factory=list)
+    # per micro-batch in order: its read on the thread, or None where the training thread read it
+    futures: list[Future[MicroBatch] | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Drawn:
-    """A step's global batch and this rank's micro-batches, on the engine's device."""
+    """A step's global batch and this rank's micro-batches, taken on the engine's device."""
 
     batch: npt.NDArray[np.int64]
     """int64 ``(global_batch_size, 2)`` of ``(stream_idx, sample_idx)``, in global order."""
-    micro_batches: list[MicroBatch]
-    """This rank's micro-batches, on the device."""
-    data_wait_s: float
-    """Seconds the training thread spent deciding, waiting for, reading and copying them."""
-    prefetched: int
-    """How many of them were read ahead by the prefetch thread."""
+    micro_batches: StepMicroBatches
+    """This rank's micro-batches, each taken (moved to the device) when first used."""
+
+    @property
+    def data_wait_s(self) -> float:
+        """Seconds the training thread spent deciding, waiting for, reading and copying them."""
+        return self.micro_batches.data_wait_s
+
+    @property
+    def prefetched(self) -> int:
+        """How many of the micro-batches taken so far were read on the prefetch thread."""
+        return self.micro_batches.prefetched
 
 
 class StepFeed:
-    """A step's micro-batches, with the next step's read ahead when nothing due can change them.
+    """A step's micro-batches, read by a bounded producer up to ``depth`` micro-batches ahead.
 
     Args:
-        depth: ``curriculum.prefetch_micro_batches``, micro-batches read ahead (0: none, every
-            micro-batch is read on the training thread when its step is drawn).
+        depth: ``curriculum.prefetch_micro_batches``: while micro-batch *k* computes, those up to
+            *k* + ``depth`` are read (0: none, every micro-batch is read on the training thread
+            when its step is drawn).
         dp_rank / dp_world_size / micro_batch_size: this rank's slice of a global batch.
         device: the engine's device; on CUDA the read-ahead micro-batches are pinned and copied
             with ``non_blocking=True``.
@@ -196,13 +218,16 @@ class StepFeed:
         self._device = torch.device(device)
         self._pin = self._device.type == "cuda"
         self._thread = PrefetchThread()
-        self._ahead: _Ahead | None = None
+        self._loader: PhaseLoader | None = None
+        self._current: _Planned | None = None  # the step drawn last
+        self._cursor = 0  # the highest index of it taken (the read-ahead's window starts there)
+        self._ahead: _Planned | None = None  # the next step, decided early
         self.num_prefetched = 0
-        """Micro-batches of this process read ahead by the thread and used by a step."""
+        """Micro-batches of this process read by the thread and taken by a step."""
 
     @property
     def pending(self) -> int:
-        """Micro-batches of the next step submitted to the thread and not taken yet."""
+        """Micro-batches of the next step submitted to the thread (none taken yet)."""
         return 0 if self._ahead is None else len(self._ahead.futures)
 
     def _positions(self, global_batch_size: int) -> list[npt.NDArray[np.int64]]:
@@ -215,16 +240,34 @@ class StepFeed:
             for offset in range(start, start + per_rank, step)
         ]
 
+    def _plan(self, loader: PhaseLoader, decide: Callable[[], Any], key: Key) -> _Planned:
+        """Decide the batch of the step at ``key`` (``decide()`` moves the loader's counters)."""
+        state_before, epochs_before = loader.state(), loader.epochs_done()
+        batch = decide()
+        positions = self._positions(len(batch))
+        row_counts = None
+        if not loader.reader.masks_documents:  # loss-bearing tokens per row: length - 1
+            lengths = np.zeros(len(batch), dtype=np.int64)
+            for stream, tokens in enumerate(loader.num_tokens):  # truncated to this seq_len
+                rows = np.flatnonzero(batch[:, 0] == stream)
+                lengths[rows] = tokens[batch[rows, 1]]
+            per_row = np.maximum(lengths - 1, 0)
+            row_counts = [per_row[p] for p in positions]
+        seq_len = loader.seq_len
+        return _Planned(key, batch, seq_len, positions, row_counts, state_before, epochs_before)
+
     def _read(
-        self, loader: PhaseLoader, batch: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]
-    ) -> MicroBatch:
+        self, loader: PhaseLoader, batch: npt.NDArray[np.int64], positions: npt.NDArray[np.int64],
+        seq_len: int,
+    ) -> MicroBatch:  # fmt: skip
         """Read one micro-batch as the loader reads it (padded in bulk; documents masked)."""
-        return loader.reader.micro_batch(batch[positions], positions, loader.seq_len)
+        return loader.reader.micro_batch(batch[positions], positions, seq_len)
 
     def _read_pinned(
-        self, loader: PhaseLoader, batch: npt.NDArray[np.int64], positions: npt.NDArray[np.int64]
-    ) -> MicroBatch:
-        mb = self._read(loader, batch, positions)
+        self, loader: PhaseLoader, batch: npt.NDArray[np.int64], positions: npt.NDArray[np.int64],
+        seq_len: int,
+    ) -> MicroBatch:  # fmt: skip
+        mb = self._read(loader, batch, positions, seq_len)
         return mb.pin_memory() if self._pin else mb
 
     def draw(
@@ -246,33 +289,70 @@ class StepFeed:
             key: ``(phase_idx, start progress)`` of the step.
 
         Raises:
-            DownloadError: a micro-batch cannot be read (from the thread or this one).
+            DownloadError: a micro-batch read on this thread cannot be read (one read on the
+                prefetch thread raises when the loop takes it).
         """
         start = time.perf_counter()
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead.key != key:  # not the step it was decided for
-            self._cancel(ahead)
+            self._cancel_futures(ahead.futures)
             loader.restore(ahead.state_before)
             ahead = None
-        if ahead is None:
-            batch = loader.next_global_batch(global_batch_size, probs, fraction=fraction)
-            futures: list[Future[MicroBatch]] = []
+        decide = partial(loader.next_global_batch, global_batch_size, probs, fraction=fraction)
+        planned = ahead or self._plan(loader, decide, key)
+        self._loader, self._current, self._cursor = loader, planned, 0
+        micro_batches = StepMicroBatches(
+            planned.positions, partial(self._take, planned), row_counts=planned.row_counts
+        )
+        eager = len(planned.positions) if self.depth == 0 else 1
+        if not planned.futures:  # not read ahead: the first one (all without prefetch) here
+            for idx, positions in enumerate(planned.positions[:eager]):
+                mb = self._read(loader, planned.batch, positions, planned.seq_len)
+                micro_batches.put(idx, mb.to(self._device))
+                planned.futures.append(None)
+        micro_batches.data_wait_s = time.perf_counter() - start
+        self._fill(0)  # the window's reads are queued, not waited for (as ``read_ahead``'s)
+        return Drawn(planned.batch, micro_batches)
+
+    def _take(self, planned: _Planned, idx: int) -> tuple[MicroBatch, float, bool]:
+        """Micro-batch ``idx`` of ``planned``'s step (``StepMicroBatches``'s ``take``).
+
+        The time waited is the read's (here, or the thread's not done yet) and the copy; the
+        window's next reads are queued after it (waking the thread is not waiting for data).
+        """
+        current = planned is self._current
+        if current:
+            self._cursor = max(self._cursor, idx)
+            if idx >= len(planned.futures):  # taken past the window: queue up to it first
+                self._fill(self._cursor)
+        start = time.perf_counter()
+        future = planned.futures[idx] if idx < len(planned.futures) else None
+        if future is None:  # a step no longer the feed's (closed): read here
+            assert self._loader is not None
+            mb = self._read(self._loader, planned.batch, planned.positions[idx], planned.seq_len)
         else:
-            batch, futures = ahead.batch, ahead.futures
-        micro_batches = []
-        try:
-            for idx, positions in enumerate(self._positions(len(batch))):
-                mb = (
-                    futures[idx].result()
-                    if idx < len(futures)
-                    else self._read(loader, batch, positions)
-                )
-                micro_batches.append(mb.to(self._device, non_blocking=self._pin))
-        except BaseException:
-            self._cancel_futures(futures)
-            raise
-        self.num_prefetched += len(futures)
-        return Drawn(batch, micro_batches, time.perf_counter() - start, len(futures))
+            mb = future.result()
+            self.num_prefetched += 1
+        mb = mb.to(self._device, non_blocking=self._pin)
+        waited = time.perf_counter() - start
+        if current:
+            self._fill(self._cursor)
+        return mb, waited, future is not None
+
+    def _fill(self, taken: int) -> None:
+        """Submit, in order, the micro-batches to ``taken + depth``: the step's, then the next's."""
+        loader = self._loader
+        if self.depth == 0 or self._current is None or loader is None:
+            return
+        last = taken + self.depth
+        for planned in (self._current, self._ahead):
+            if planned is None:
+                return
+            while len(planned.futures) <= min(last, len(planned.positions) - 1):
+                positions = planned.positions[len(planned.futures)]
+                job = partial(self._read_pinned, loader, planned.batch, positions, planned.seq_len)
+                planned.futures.append(self._thread.submit(job))
+            last -= len(planned.positions)
 
     def read_ahead(
         self,
@@ -283,21 +363,16 @@ class StepFeed:
         fraction: float,
         key: tuple[int, Progress],
     ) -> None:
-        """Decide the next step's batch now and read its first ``depth`` micro-batches ahead.
+        """Decide the next step's batch now; its micro-batches join the read-ahead's window.
 
         Call only when nothing due before that step can change its decision (no recompute,
         phase swap, end or evaluation); ``key`` is its ``(phase_idx, start progress)``.
         """
         if self.depth == 0:
             return
-        state_before, epochs_before = loader.state(), loader.epochs_done()
-        batch = loader.next_global_batch(global_batch_size, probs, fraction=fraction)
-        ahead = _Ahead(key, batch, state_before, epochs_before)
-        for positions in self._positions(len(batch))[: self.depth]:
-            ahead.futures.append(
-                self._thread.submit(partial(self._read_pinned, loader, batch, positions))
-            )
-        self._ahead = ahead
+        decide = partial(loader.next_global_batch, global_batch_size, probs, fraction=fraction)
+        self._ahead = self._plan(loader, decide, key)
+        self._fill(self._cursor)
 
     def loader_state(self, loader: PhaseLoader) -> LoaderState:
         """The loader's counters as a checkpoint saves them: a batch decided early not counted."""
@@ -308,20 +383,19 @@ class StepFeed:
         return loader.epochs_done() if self._ahead is None else self._ahead.epochs_before
 
     def discard(self) -> None:
-        """Drop the early batch and its reads (the loader is closing: its counters go with it)."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            self._cancel(ahead)
-
-    def _cancel(self, ahead: _Ahead) -> None:
-        self._cancel_futures(ahead.futures)
+        """Drop the early batch and every read not taken (the loader is closing)."""
+        for planned in (self._current, self._ahead):
+            if planned is not None:
+                self._cancel_futures(planned.futures)
+        self._current = self._ahead = None
 
     @staticmethod
-    def _cancel_futures(futures: list[Future[MicroBatch]]) -> None:
+    def _cancel_futures(futures: list[Future[MicroBatch] | None]) -> None:
         for future in futures:
-            future.cancel()
+            if future is not None:
+                future.cancel()
         for future in futures:  # a read in progress ends before the loader may close
-            if not future.cancelled():
+            if future is not None and not future.cancelled():
                 future.exception()
 
     def close(self) -> None:

@@ -31,13 +31,14 @@ from curriculum_ds.core.loss import (
 from curriculum_ds.errors import StepError
 from curriculum_ds.plugin.accounting import StreamAccounting
 from curriculum_ds.plugin.inputs import check_aux, check_token_losses, logits_tensor
+from curriculum_ds.plugin.micro_batches import StepMicroBatches
 from curriculum_ds.plugin.nonfinite import any_rank, update_skipped
 from curriculum_ds.plugin.normaliser import StepNormaliser
 from curriculum_ds.plugin.stats import StepStats
 from curriculum_ds.records.schema import StepOutcome, StepResult
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     import numpy.typing as npt
 
@@ -86,7 +87,8 @@ class Step:
         samples: the global batch, int64 ``(global_batch_size, 2)`` of ``(stream_idx,
             sample_idx)`` in global order (the same on every rank).
         micro_batches: this rank's ``gradient_accumulation_steps`` micro-batches, each
-            ``micro_batch_size`` samples, tensors on the engine's device.
+            ``micro_batch_size`` samples on the engine's device, each taken when first used
+            (:class:`~curriculum_ds.plugin.micro_batches.StepMicroBatches`).
         step_tokens: non-padding input tokens of the global batch (all ranks): what ``tok``
             durations count.
         global_valid_tokens: loss-bearing tokens of the global batch (all ranks, all
@@ -125,7 +127,7 @@ class Step:
         phase_idx: int,
         phase_name: str,
         samples: npt.NDArray[np.int64],
-        micro_batches: list[MicroBatch],
+        micro_batches: Sequence[MicroBatch],
         stream_tokens: npt.NDArray[np.int64],
         stream_names: list[str],
         loss_weights: npt.NDArray[np.float64] | None = None,
@@ -142,7 +144,7 @@ class Step:
         self.stream_tokens = stream_tokens
         self.step_tokens = int(stream_tokens.sum())
         self._device = engine.device
-        self.micro_batches = [mb.to(self._device) for mb in micro_batches]
+        self.micro_batches = StepMicroBatches.of(micro_batches, self._device)
         self._mode = loss_weighting
         self._dp_world_size = topology.dp_world_size
         self._collective = topology.collective
@@ -169,7 +171,7 @@ class Step:
             collective=self._collective,
             device=self._device,
         )
-        positions = [mb.positions for mb in self.micro_batches]
+        positions = self.micro_batches.positions
         self._streams = StreamAccounting(
             stream_names,
             samples,
@@ -182,8 +184,7 @@ class Step:
         self._finished = False
         self._history: HistoryRow | None = None
         self.lr = lr
-        # engine.step() calls so far: each backward here adds exactly one (a loop's own
-        # engine.backward/engine.step beside step.backward would apply a second update)
+        # engine.step() calls so far: each backward here adds exactly one (not the loop's own)
         self._micro_steps0 = getattr(engine, "micro_steps", None)
 
     # ------------------------------------------------------------------------------ backward
@@ -279,17 +280,15 @@ class Step:
     def _claim(self, mb: MicroBatch) -> int:
         if self._finished:
             raise StepError(f"step {self.global_step} is finished: draw the next step")
-        for idx, candidate in enumerate(self.micro_batches):
-            if candidate is mb:
-                if self._done[idx]:
-                    raise StepError(
-                        f"step {self.global_step}: micro-batch {idx} was already sent backward"
-                    )
-                return idx
-        raise StepError(
-            f"step {self.global_step}: that micro-batch is not one of this step's "
-            f"{len(self.micro_batches)} (use step.micro_batches)"
-        )
+        idx = self.micro_batches.index_of(mb)
+        if idx is None:
+            raise StepError(
+                f"step {self.global_step}: that micro-batch is not one of this step's "
+                f"{len(self.micro_batches)} (use step.micro_batches)"
+            )
+        if self._done[idx]:
+            raise StepError(f"step {self.global_step}: micro-batch {idx} was already sent backward")
+        return idx
 
     def _backward(
         self,
