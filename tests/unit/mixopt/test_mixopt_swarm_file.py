@@ -99,7 +99,8 @@ def test_bad_input_is_one_line_and_nothing_is_written(
     result = CliRunner().invoke(main, ["mixopt", "run", str(path), "--out", str(out)])
     assert result.exit_code != 0
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], result.output
+    assert len(lines) == 1, result.output
+    assert message in lines[0]
     assert not out.exists()
 
 
@@ -118,8 +119,10 @@ def test_runs_already_run_refuse_a_changed_swarm_but_new_runs_may_be_added(
         with pytest.raises(ConfigError) as refused:
             check_unchanged_swarm(load_swarm(tiny_swarm(data_root, **change)), tmp_path)
         text = str(refused.value)
-        assert "\n" not in text and "the swarm changed for runs that already ran" in text
-        assert 'arm "run-000' in text and "ds_config.json)" in text
+        assert "\n" not in text
+        assert "the swarm changed for runs that already ran" in text
+        assert 'arm "run-000' in text
+        assert "ds_config.json)" in text
         assert "new name" not in text
 
 
@@ -130,14 +133,23 @@ def test_the_fit_of_a_swarms_rows_writes_a_ready_train_loader(
     rows = []
     for i, w in enumerate(swarm.mixtures):  # losses falling with each stream's share
         losses = {"val_a": 3.0 - w[0], "val_b": 3.0 - 0.5 * w[1]}
-        rows.append({"run": run_name(i), "mixture": dict(zip(("a", "b"), w)), "losses": losses})
+        rows.append(
+            {
+                "run": run_name(i),
+                "mixture": dict(zip(("a", "b"), w, strict=True)),
+                "losses": losses,
+            }
+        )
     result, table = fit_swarm_runs(swarm, rows, tmp_path)
     proposal = json.loads((tmp_path / "proposal.json").read_text())
     loader = proposal["train_loader"]
     assert loader["proportion_unit"] == "tokens"
     assert {s["local"] for s in loader["streams"]} <= {str(data_root / "a"), str(data_root / "b")}
-    assert proposal["prior"] == pytest.approx(dict(zip(("a", "b"), swarm.prior)), abs=1e-12)
+    assert proposal["prior"] == pytest.approx(
+        dict(zip(("a", "b"), swarm.prior, strict=True)), abs=1e-12
+    )
     assert not any("prior is uniform" in note for note in proposal["notes"])
-    assert (tmp_path / "fit.json").is_file() and (tmp_path / "mixopt.png").is_file()
+    assert (tmp_path / "fit.json").is_file()
+    assert (tmp_path / "mixopt.png").is_file()
     assert result.proposal.mixture[0] > swarm.prior[0]  # val_a gains more from a
     assert "a" in table
