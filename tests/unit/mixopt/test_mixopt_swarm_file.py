@@ -10,13 +10,18 @@ import pytest
 from click.testing import CliRunner
 from swarm_files import tiny_swarm
 
-from curriculum_ds.ablate.experiment import arm_config
+from curriculum_ds.ablate.experiment import arm_config, load_experiment
 from curriculum_ds.cli import main
 from curriculum_ds.data import read_stream_info
 from curriculum_ds.errors import ConfigError
 from curriculum_ds.mixopt.candidates import DirichletKnobs, swarm_mixture
 from curriculum_ds.mixopt.swarm_file import load_swarm, run_name
-from curriculum_ds.mixopt.swarm_run import check_unchanged_swarm, fit_swarm_runs, swarm_target
+from curriculum_ds.mixopt.swarm_run import (
+    check_unchanged_swarm,
+    fit_swarm_runs,
+    swarm_target,
+    validate_experiment,
+)
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +158,21 @@ def test_the_fit_of_a_swarms_rows_writes_a_ready_train_loader(
     assert (tmp_path / "mixopt.png").is_file()
     assert result.proposal.mixture[0] > swarm.prior[0]  # val_a gains more from a
     assert "a" in table
+
+
+def test_validate_is_a_fair_ablate_experiment_at_the_target_tokens(
+    data_root: Path, tmp_path: Path
+) -> None:
+    swarm = load_swarm(tiny_swarm(data_root, constraints={"target_tokens": 3000}))
+    proposal = np.array([0.25, 0.75])
+    path = validate_experiment(swarm, proposal, [1, 2, 3], tmp_path)
+    experiment = load_experiment(path)  # ablate's own checks, as `ablate` runs it
+    assert list(experiment.arms) == ["proposal", "natural", "uniform"]
+    assert experiment.reference == "natural"
+    assert experiment.seeds == (1, 2, 3)
+    assert experiment.max_duration == "3000tok"
+    assert experiment.eval_streams == ("val_a", "val_b")
+    for arm, shares in (("proposal", proposal), ("natural", swarm.prior), ("uniform", [0.5, 0.5])):
+        loader = arm_config(experiment, arm, 1)["curriculum"]["schedule"][0]["train_loader"]
+        assert loader["proportion_unit"] == "tokens"
+        assert [s["proportion"] for s in loader["streams"]] == list(shares)
