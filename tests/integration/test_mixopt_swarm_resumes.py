@@ -70,7 +70,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             mixopt_run(swarm, out, num_gpus=1, save_interval=2, command_hook=_plain)
         for name in ("run-0000", "run-0001", "run-0003"):
             shutil.copytree(out / "runs" / name, twin / "runs" / name)
-        mixopt_run(swarm, twin, num_gpus=1, save_interval=2, command_hook=_plain)
+        twin_table = mixopt_run(swarm, twin, num_gpus=1, save_interval=2, command_hook=_plain)
     return {
         "out": out,
         "twin": twin,
@@ -78,6 +78,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "latest_at_kill": latest,
         "finished_first": finished_first,
         "second": printed.getvalue(),
+        "twin_table": twin_table,
     }
 
 
@@ -112,6 +113,7 @@ def test_the_next_invocation_runs_nothing_finished_and_resumes_the_third(story):
 
 
 def test_the_resumed_swarm_proposes_what_the_uninterrupted_one_does(story):
+    assert "proposal" in story["twin_table"]
     resumed = json.loads((story["out"] / "proposal.json").read_text())
     twin = json.loads((story["twin"] / "proposal.json").read_text())
     for name, share in twin["mixture"].items():
