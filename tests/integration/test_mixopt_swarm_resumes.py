@@ -12,10 +12,13 @@ the tests of ``curriculum-ds launch`` and by test_kill_and_resume_reproduce_the_
    checkpoint is step 2): mixopt run stops with one line naming the run.
 2. The second invocation runs nothing finished, resumes ``run-0002`` from its checkpoint, runs
    ``run-0003``, fits and proposes.
-3. The uninterrupted twin: a second ``--out`` holding copies of the finished ``run-0000``,
-   ``run-0001`` and ``run-0003``, where mixopt run launches ``run-0002`` once, uninterrupted.
+3. The uninterrupted twin: in the second invocation's launch of ``run-0003``, before that run
+   (``many_runs``: one launch, two runs), ``run-0002``'s config runs uninterrupted, with ablate's
+   arguments, into the run folder of a second ``--out``; that folder then gets copies of the
+   finished ``run-0000``, ``run-0001`` and ``run-0003``, and a third invocation there launches
+   nothing (every run finished) and fits: the uninterrupted invocation's proposal.
 
-Six launches of a world of one in all.
+Five launches of a world of one in all.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import contextlib
 import io
 import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import launched_env, unlink_stale_shared_memory, world_of_one_command
 from swarm_files import tiny_swarm
 
+from curriculum_ds.ablate.runs import CommandHook
 from curriculum_ds.errors import CurriculumError
 from curriculum_ds.mixopt.swarm_run import mixopt_run
 from curriculum_ds.records.jsonl import read_jsonl
@@ -40,9 +45,8 @@ KILL_AFTER = 3
 """``run-0002`` is killed after this step; with ``--save-interval 2`` it resumes at step 2."""
 
 
-def _plain(arm: str, seed: int, cmd: list[str]) -> list[str]:
-    unlink_stale_shared_memory()
-    return world_of_one_command(cmd)
+def _launches_nothing(arm: str, seed: int, cmd: list[str]) -> list[str]:
+    raise AssertionError(f"{arm} seed {seed} launched: every run had finished")
 
 
 def _kill_run_2(arm: str, seed: int, cmd: list[str]) -> list[str]:
@@ -52,6 +56,30 @@ def _kill_run_2(arm: str, seed: int, cmd: list[str]) -> list[str]:
     cmd = list(cmd)
     cmd[cmd.index("curriculum_ds.train")] = "faulty_train"  # the tests' wrapper of the loop
     return world_of_one_command([*cmd, "--kill-after-step", str(KILL_AFTER)])
+
+
+def _with_twin(twin: Path, config: Path) -> CommandHook:
+    """The second invocation's hook: ``run-0003`` runs in a process that first runs ``config``
+    uninterrupted into ``twin`` (its output in ``twin.log.*``), then ablate's run."""
+
+    def hook(arm: str, seed: int, cmd: list[str]) -> list[str]:
+        unlink_stale_shared_memory()
+        if arm != "run-0003":
+            return world_of_one_command(cmd)
+        at = cmd.index("curriculum_ds.train")
+        args = cmd[at + 1 :]
+        twin_argv = [*args[: args.index("--run-dir")], "--run-dir", str(twin)]
+        twin_argv[twin_argv.index("--deepspeed_config") + 1] = str(config)
+        twin_argv += args[args.index("--run-dir") + 2 :]  # ablate's --resume, --save-interval...
+        spec = twin.parent / "many_runs_twin.json"
+        runs = [
+            {"argv": twin_argv, "log": str(twin.parent / "twin.log"), "may_fail": False},
+            {"argv": args, "log": None, "may_fail": False},
+        ]
+        spec.write_text(json.dumps(runs, indent=1))
+        return world_of_one_command([*cmd[:at], "many_runs", "--runs", str(spec)])
+
+    return hook
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +93,20 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             mixopt_run(swarm, out, num_gpus=1, save_interval=2, command_hook=_kill_run_2)
         latest = (out / "runs/run-0002/seed-3/checkpoints/latest").read_text().strip()
         finished_first = sorted(p.parent.parent.name for p in out.glob("runs/*/seed-3/result.json"))
+        twin_run = twin / "runs/run-0002/seed-3"
+        twin_run.mkdir(parents=True)
+        config = shutil.copy(out / "runs/run-0002/seed-3/ds_config.json", twin_run)
+        hook = _with_twin(twin_run, Path(config))
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):  # click.echo's lines
-            mixopt_run(swarm, out, num_gpus=1, save_interval=2, command_hook=_plain)
+            mixopt_run(swarm, out, num_gpus=1, save_interval=2, command_hook=hook)
         for name in ("run-0000", "run-0001", "run-0003"):
             shutil.copytree(out / "runs" / name, twin / "runs" / name)
-        twin_table = mixopt_run(swarm, twin, num_gpus=1, save_interval=2, command_hook=_plain)
+        twin_printed = io.StringIO()
+        with contextlib.redirect_stdout(twin_printed):
+            twin_table = mixopt_run(swarm, twin, num_gpus=1, command_hook=_launches_nothing)
+    code = (twin_run.parent / "twin.log.rank0.code").read_text()  # the world of one's one rank
+    assert code == "0", (twin_run.parent / "twin.log.rank0").read_text()[-3000:]
     return {
         "out": out,
         "twin": twin,
@@ -79,6 +115,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "finished_first": finished_first,
         "second": printed.getvalue(),
         "twin_table": twin_table,
+        "twin_printed": twin_printed.getvalue(),
     }
 
 
@@ -114,6 +151,9 @@ def test_the_next_invocation_runs_nothing_finished_and_resumes_the_third(story):
 
 def test_the_resumed_swarm_proposes_what_the_uninterrupted_one_does(story):
     assert "proposal" in story["twin_table"]
+    lines = story["twin_printed"].splitlines()
+    assert len(lines) == 4
+    assert all(": finished earlier, target " in line for line in lines)
     resumed = json.loads((story["out"] / "proposal.json").read_text())
     twin = json.loads((story["twin"] / "proposal.json").read_text())
     for name, share in twin["mixture"].items():
