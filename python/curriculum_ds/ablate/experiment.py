@@ -39,6 +39,7 @@ __all__ = [
     "merge_patch",
     "monitor_paths",
     "path_keys",
+    "validate_arm",
 ]
 
 _ARM_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -215,7 +216,7 @@ def _schema_error(exc: ValidationError, path: Path) -> ConfigError:
     return ConfigError(f"{path}: {loc}: {msg}")
 
 
-def _validated(config: dict[str, Any], arm: str, model: str | None) -> Any:
+def validate_arm(config: dict[str, Any], arm: str, model: str | None) -> Any:
     """The arm's RunConfig (:func:`~curriculum_ds.config.load_config` with the data checks)."""
     from curriculum_ds.config import load_config
 
@@ -293,7 +294,7 @@ def load_experiment(path: str | Path) -> Experiment:
     )
     yardsticks: dict[str, tuple[str, Any]] = {}
     for arm in spec.arms:
-        curriculum = _validated(arm_config(experiment, arm, spec.seeds[0]), arm, model).curriculum
+        curriculum = validate_arm(arm_config(experiment, arm, spec.seeds[0]), arm, model).curriculum
         if curriculum.eval is None:
             raise ConfigError(
                 f'arm "{arm}": curriculum.eval: required by ablate (the held-out streams are '

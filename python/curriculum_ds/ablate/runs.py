@@ -262,6 +262,7 @@ def run_experiment(
     num_gpus: int,
     save_interval: int = 50,
     command_hook: CommandHook | None = None,
+    target: Callable[[dict[str, Any]], float] | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume, or skip) every arm × seed; returns the ``results.jsonl`` rows.
 
@@ -277,6 +278,8 @@ def run_experiment(
         save_interval: optimizer steps between checkpoints (what an interrupted run resumes
             from); the end of a run is always saved.
         command_hook: rewrites a run's launcher command (tests); None: as built.
+        target: a finished run's row → the value printed as its ``target`` on its end line
+            (``mixopt run``'s); None: none printed.
 
     Raises:
         CurriculumError: a run failed (its log is named); the finished ones are kept.
@@ -288,6 +291,11 @@ def run_experiment(
     keys = run_keys(experiment)
     rows: list[dict[str, Any]] = []
     launched_s: list[float] = []
+
+    def summary(row: dict[str, Any]) -> str:
+        text = _eval_summary(row)
+        return text if target is None else f"target {target(row):.4f}, {text}"
+
     for idx, key in enumerate(keys, start=1):
         directory = run_dir(out, key)
         tag = f"[{idx}/{len(keys)}] {key.arm} seed {key.seed}"
@@ -297,7 +305,7 @@ def run_experiment(
             if done is not None:
                 write_text_atomically(directory / "result.json", json.dumps(done))
         if done is not None:
-            click.echo(f"{tag}: finished earlier, {_eval_summary(done)}")
+            click.echo(f"{tag}: finished earlier, {summary(done)}")
             rows.append(done)
             continue
         resuming = (directory / "checkpoints" / "latest").is_file()
@@ -326,7 +334,7 @@ def run_experiment(
         launched_s.append(wall_s)
         left = len(keys) - idx
         eta = sum(launched_s) / len(launched_s) * left
-        click.echo(f"{tag}: done in {wall_s:.1f} s, {_eval_summary(row)}; ETA {eta:.0f} s")
+        click.echo(f"{tag}: done in {wall_s:.1f} s, {summary(row)}; ETA {eta:.0f} s")
     _write_results(out, rows)
     return rows
 

@@ -95,3 +95,28 @@ def fit(
     click.echo(
         f"results: {out / 'proposal.json'}  fit: {out / 'fit.json'}  picture: {out / 'mixopt.png'}"
     )
+
+
+@mixopt.command()
+@click.argument("swarm", type=_FILE)
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="results folder")
+@click.option("--num-gpus", type=click.IntRange(1), default=None, help="ranks per run")
+@click.option(
+    "--validate",
+    type=click.IntRange(2),
+    default=None,
+    help="seeds (1..N) of proposal vs natural vs uniform",
+)
+@click.option("--save-interval", type=click.IntRange(1), default=50, show_default=True)
+def run(
+    swarm: Path, out: Path, num_gpus: int | None, validate: int | None, save_interval: int
+) -> None:
+    """Run SWARM.json's proxy runs (resumably), fit, propose (docs/mixopt.md)."""
+    from curriculum_ds.mixopt.swarm_run import mixopt_run
+
+    seeds = None if validate is None else list(range(1, validate + 1))
+    table = mixopt_run(swarm, out, num_gpus=num_gpus, validate=seeds, save_interval=save_interval)
+    click.echo(table)
+    click.echo(
+        f"results: {out / 'proposal.json'}  fit: {out / 'fit.json'}  runs: {out / 'swarm.jsonl'}"
+    )
